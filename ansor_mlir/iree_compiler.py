@@ -1,0 +1,109 @@
+"""Thin, safe wrappers around the real `iree-compile` / `iree-opt` binaries.
+
+Every call runs in a child process with a wall-clock timeout and an address
+space cap: a bad configuration once took IREE 10+ minutes and 9.6 GB.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from iree.compiler.tools import binaries
+
+from .errors import AnsorError
+
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MEMORY_BYTES = 4 * 1024**3
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    returncode: int
+    stdout: bytes
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def tool_path(name: str) -> str:
+    path = binaries.find_tool(name)
+    if not path:
+        raise AnsorError(f"cannot find the IREE tool '{name}': install iree-base-compiler==3.13.*")
+    return path
+
+
+def _limit_memory(max_bytes: int):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
+    return apply
+
+
+def run_tool(
+    name: str,
+    args: list[str],
+    stdin: bytes | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+) -> ToolResult:
+    """Run an IREE tool; a timeout or crash is returned, never raised."""
+    cmd = [tool_path(name), *args]
+    try:
+        proc = subprocess.run(
+            cmd,
+            input=stdin,
+            capture_output=True,
+            timeout=timeout_s,
+            preexec_fn=_limit_memory(memory_bytes),
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        return ToolResult(-9, exc.stdout or b"", (exc.stderr or b"").decode(errors="replace"), True)
+    return ToolResult(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
+
+
+def first_error_line(stderr: str) -> str:
+    """The most useful single line of a compiler diagnostic dump."""
+    for line in stderr.splitlines():
+        if "error:" in line:
+            return line.strip()[:500]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return (lines[-1] if lines else "no diagnostic").strip()[:500]
+
+
+def compile_to_phase(mlir: str, flags: list[str], phase: str, what: str) -> str:
+    """Compile MLIR text up to an IREE phase (e.g. `flow`) and return the text."""
+    result = run_tool("iree-compile", [*flags, f"--compile-to={phase}", "-"], stdin=mlir.encode())
+    if not result.ok:
+        raise AnsorError(f"{what}: IREE could not compile it: {first_error_line(result.stderr)}")
+    return result.stdout.decode()
+
+
+def compile_vmfb(
+    mlir: str,
+    flags: list[str],
+    out_path: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+) -> ToolResult:
+    """Compile MLIR text to a VM flatbuffer at `out_path`."""
+    with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
+        f.write(mlir)
+        src = f.name
+    try:
+        return run_tool(
+            "iree-compile",
+            [*flags, src, "-o", str(out_path)],
+            timeout_s=timeout_s,
+            memory_bytes=memory_bytes,
+        )
+    finally:
+        os.unlink(src)

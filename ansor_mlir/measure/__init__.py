@@ -1,0 +1,1 @@
+"""Building and timing candidates on the real IREE compiler and runtime."""

@@ -1,0 +1,67 @@
+"""What a measurement produces: times, or an error kind. Failures are data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class ErrorKind(str, Enum):
+    """Ansor's measurement error codes, as recorded in the log."""
+
+    NONE = "none"
+    INVALID_SCHEDULE = "invalid_schedule"
+    COMPILE_ERROR = "compile_error"
+    COMPILE_TIMEOUT = "compile_timeout"
+    RUNTIME_ERROR = "runtime_error"
+    RUN_TIMEOUT = "run_timeout"
+    WRONG_ANSWER = "wrong_answer"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    vmfb_path: str | None
+    error: ErrorKind
+    message: str
+    compile_s: float
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Median and spread of the kernel time, or why there is none."""
+
+    error: ErrorKind
+    median_s: float | None = None
+    spread_s: float | None = None
+    repeats: int = 0
+    compile_s: float = 0.0
+    max_abs_error: float | None = None
+    message: str = ""
+    times_s: tuple[float, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.error == ErrorKind.NONE and self.median_s is not None
+
+    def to_dict(self) -> dict:
+        return {
+            "error": self.error.value,
+            "median_s": self.median_s,
+            "spread_s": self.spread_s,
+            "repeats": self.repeats,
+            "compile_s": round(self.compile_s, 4),
+            "max_abs_error": self.max_abs_error,
+            "message": self.message,
+        }
+
+    @staticmethod
+    def from_dict(data: dict) -> MeasureResult:
+        return MeasureResult(
+            error=ErrorKind(data["error"]),
+            median_s=data.get("median_s"),
+            spread_s=data.get("spread_s"),
+            repeats=int(data.get("repeats", 0)),
+            compile_s=float(data.get("compile_s", 0.0)),
+            max_abs_error=data.get("max_abs_error"),
+            message=str(data.get("message", "")),
+        )

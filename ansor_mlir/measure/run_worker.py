@@ -1,0 +1,97 @@
+"""The timing worker: a child process that loads a VM module and times it.
+
+It lives in its own process so that a crashing or hanging kernel kills only
+the worker; the runner restarts it and records the failure.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def tolerance(dtype: np.dtype) -> float:
+    """Relative tolerance by element type (reductions reassociate)."""
+    if dtype in (np.float16,) or dtype.name == "bfloat16":
+        return 3e-2
+    if np.issubdtype(dtype, np.floating):
+        return 1e-3
+    return 0.0
+
+
+def compare(output: np.ndarray, reference: np.ndarray) -> tuple[bool, float]:
+    if output.shape != reference.shape:
+        return False, float("inf")
+    if not np.issubdtype(reference.dtype, np.floating):
+        diff = np.abs(output.astype(np.int64) - reference.astype(np.int64))
+        return bool(np.all(diff == 0)), float(diff.max(initial=0))
+    out = output.astype(np.float64)
+    ref = reference.astype(np.float64)
+    if not np.array_equal(np.isnan(out), np.isnan(ref)):
+        return False, float("nan")
+    mask = ~np.isnan(ref)
+    diff = np.abs(out[mask] - ref[mask])
+    max_err = float(diff.max(initial=0.0))
+    scale = max(1.0, float(np.abs(ref[mask]).max(initial=0.0)))
+    return max_err <= tolerance(reference.dtype) * scale, max_err
+
+
+def time_module(request: dict) -> dict:
+    import iree.runtime as rt
+
+    config = rt.Config(request["device"])
+    ctx = rt.SystemContext(config=config)
+    with open(request["vmfb"], "rb") as f:
+        module = rt.VmModule.copy_buffer(ctx.instance, f.read())
+    ctx.add_vm_module(module)
+    fn = ctx.modules.module[request["function"]]
+    inputs = [np.load(path) for path in request["inputs"]]
+    args = [rt.asdevicearray(config.device, x) for x in inputs]
+    result = fn(*args)
+    outputs = result if isinstance(result, tuple) else (result,)
+    host = [np.asarray(o.to_host()) for o in outputs]
+    response: dict = {"max_abs_error": 0.0}
+    if request.get("references"):
+        for out, ref_path in zip(host, request["references"]):
+            ok, err = compare(out, np.load(ref_path))
+            response["max_abs_error"] = max(response["max_abs_error"], err)
+            if not ok:
+                response["wrong"] = True
+                return response
+    if request.get("save_outputs"):
+        for out, path in zip(host, request["save_outputs"]):
+            np.save(path, out)
+    for _ in range(request.get("warmup", 2)):
+        fn(*args)
+    times = []
+    deadline = time.perf_counter() + request["min_time_s"]
+    while len(times) < request["min_repeats"] or (
+        time.perf_counter() < deadline and len(times) < request["max_repeats"]
+    ):
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    response["times"] = times
+    response["median"] = statistics.median(times)
+    q = statistics.quantiles(times, n=4) if len(times) >= 4 else [min(times), 0, max(times)]
+    response["spread"] = q[2] - q[0]
+    return response
+
+
+def serve() -> None:
+    """Answer JSON-line timing requests on stdin until it closes."""
+    for line in sys.stdin:
+        try:
+            response = time_module(json.loads(line))
+        except Exception as exc:  # a runtime failure of the candidate, reported as data
+            response = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        sys.stdout.write(json.dumps(response) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,1 @@
+"""The search space and how it is explored: sketches, annotations, policies."""

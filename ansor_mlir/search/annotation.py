@@ -1,0 +1,88 @@
+"""Annotation: fill a sketch's holes by random sampling, rejecting invalid programs.
+
+All randomness comes from the `random.Random` passed in, so the same seed
+gives the same candidates. Constraints that we know IREE rejects (or that
+make compile time explode) are checked here, before anything is compiled.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+from math import prod
+
+from ..target import Target
+from ..task import Task
+from .sketch import REDUCTION, Candidate, Sketch, TileKnob
+
+# IREE's CPU backend rejects vectors above 32 KiB; we stay well inside it so
+# unrolled vector code (and compile time) stays small.
+MAX_VECTOR_BYTES = 16 * 1024
+MAX_ACCUMULATOR_BYTES = 4 * 1024
+MAX_TRIES = 200
+
+
+@lru_cache(maxsize=4096)
+def divisors(n: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
+
+
+def sample_chain(knob: TileKnob, rng: random.Random) -> tuple[int, ...]:
+    """Tile sizes for one loop, outer to inner, each dividing the one above."""
+    sizes = []
+    bound = knob.extent
+    for _ in knob.levels:
+        size = rng.choice(divisors(bound))
+        sizes.append(size)
+        bound = size
+    return tuple(sizes)
+
+
+def vector_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int, int]:
+    """Innermost (register-level) tile per loop."""
+    return {knob.dim: values[knob.name][-1] for knob in sketch.knobs}
+
+
+def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, target: Target) -> bool:
+    """Reject programs IREE cannot build well, before compiling them."""
+    inner = vector_tiles(sketch, values)
+    elem = task.root.element_bytes
+    parallel = [inner[k.dim] for k in sketch.knobs if k.kind != REDUCTION]
+    reduction = [inner[k.dim] for k in sketch.knobs if k.kind == REDUCTION]
+    if prod(parallel) * elem > MAX_ACCUMULATOR_BYTES:
+        return False
+    if prod(parallel) * prod(reduction) * elem > MAX_VECTOR_BYTES:
+        return False
+    lanes = target.vector_lanes(elem)
+    innermost = max((k for k in sketch.knobs if k.kind != REDUCTION), key=lambda k: k.dim, default=None)
+    if innermost is not None:
+        tile = inner[innermost.dim]
+        if tile % lanes and tile != innermost.extent:
+            return False
+    return True
+
+
+def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Random) -> Candidate | None:
+    """One random valid candidate of a sketch, or None if none was found."""
+    if not sketch.knobs:
+        return Candidate(task.key, sketch.index, ())
+    for _ in range(MAX_TRIES):
+        values = {knob.name: sample_chain(knob, rng) for knob in sketch.knobs}
+        if is_valid(sketch, values, task, target):
+            return Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    return None
+
+
+def sample_candidates(
+    sketches: list[Sketch], task: Task, target: Target, rng: random.Random, count: int
+) -> list[Candidate]:
+    """`count` random candidates spread over the sketches that have holes."""
+    open_sketches = [s for s in sketches if s.knobs] or sketches
+    out = []
+    for _ in range(count * 4):
+        if len(out) >= count:
+            break
+        candidate = sample_candidate(rng.choice(open_sketches), task, target, rng)
+        if candidate is not None:
+            out.append(candidate)
+    return out

@@ -1,0 +1,67 @@
+"""Search policies: which candidates to measure next.
+
+A policy proposes batches; the tuner measures them and reports back. Random
+search is the baseline; the evolutionary search with a learned cost model
+plugs in behind the same interface.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..measure.measure_result import MeasureResult
+from ..target import Target
+from ..task import Task
+from .annotation import sample_candidate
+from .sketch import Candidate, Sketch
+
+
+class SearchPolicy(Protocol):
+    name: str
+
+    def next_batch(
+        self, task: Task, sketches: list[Sketch], measured: set[str], size: int
+    ) -> list[Candidate]: ...
+
+    def update(self, task: Task, results: list[tuple[Candidate, MeasureResult]]) -> None: ...
+
+
+@dataclass
+class RandomSearch:
+    """Sample fresh random candidates; never propose one measured before."""
+
+    target: Target
+    rng: random.Random
+    name: str = "random"
+
+    def next_batch(
+        self, task: Task, sketches: list[Sketch], measured: set[str], size: int
+    ) -> list[Candidate]:
+        open_sketches = [s for s in sketches if s.knobs]
+        batch: list[Candidate] = []
+        seen = set(measured)
+        for _ in range(size * 20):
+            if len(batch) >= size or not open_sketches:
+                break
+            candidate = sample_candidate(self.rng.choice(open_sketches), task, self.target, self.rng)
+            if candidate is None or candidate.identity in seen:
+                continue
+            seen.add(candidate.identity)
+            batch.append(candidate)
+        return batch
+
+    def update(self, task: Task, results: list[tuple[Candidate, MeasureResult]]) -> None:
+        return None
+
+
+POLICIES = {"random": RandomSearch}
+
+
+def make_policy(name: str, target: Target, rng: random.Random) -> SearchPolicy:
+    from ..errors import AnsorError
+
+    if name not in POLICIES:
+        raise AnsorError(f"unknown search policy '{name}': choose one of {', '.join(POLICIES)}")
+    return POLICIES[name](target=target, rng=rng)

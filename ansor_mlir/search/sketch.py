@@ -1,0 +1,106 @@
+"""Sketches: program structures with holes (knobs), and the candidates that fill them.
+
+A sketch fixes the structure (pipeline, which tiling levels exist) of one
+task's program; its knobs are the holes. A `Candidate` is a sketch plus one
+value per knob. Both are frozen, JSON-serialisable, and a candidate always
+renders the byte-identical configuration and tuning spec.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..task import IreeConfig, Task
+
+SPATIAL = "S"
+REDUCTION = "R"
+
+# IREE CPU tiling levels in Ansor's SSRSRS order (outer to inner).
+LEVEL_KIND = {
+    "distribution": SPATIAL,
+    "cache_parallel": SPATIAL,
+    "cache_reduction": REDUCTION,
+    "vector_common_parallel": SPATIAL,
+    "vector_reduction": REDUCTION,
+    "vector_inner_parallel": SPATIAL,
+}
+LEVEL_ORDER = tuple(LEVEL_KIND)
+
+
+@dataclass(frozen=True)
+class TileKnob:
+    """Tile sizes of one loop across the levels of its kind, outer to inner.
+
+    Values are chains of divisors: each level's tile divides the one above it
+    and the loop extent, so inner tiles are always consistent with outer ones.
+    """
+
+    name: str
+    dim: int
+    extent: int
+    levels: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        return LEVEL_KIND[self.levels[0]]
+
+
+@dataclass(frozen=True)
+class Sketch:
+    """One program structure for a task, derived by a sequence of rules."""
+
+    task_key: str
+    index: int
+    pipeline: str
+    levels: tuple[str, ...]
+    knobs: tuple[TileKnob, ...]
+    rules: tuple[str, ...]
+    # Sketch zero reuses IREE's own configuration and has no knobs.
+    fixed_config: IreeConfig | None = None
+
+    @property
+    def name(self) -> str:
+        return f"s{self.index}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A complete program: a sketch of a task with every hole filled."""
+
+    task_key: str
+    sketch_index: int
+    values: tuple[tuple[str, tuple[int, ...]], ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return {
+            "task": self.task_key,
+            "sketch": self.sketch_index,
+            "values": {name: list(v) for name, v in self.values},
+        }
+
+    @staticmethod
+    def from_dict(data: dict) -> Candidate:
+        values = tuple(sorted((str(k), tuple(int(x) for x in v)) for k, v in data["values"].items()))
+        return Candidate(str(data["task"]), int(data["sketch"]), values)
+
+    @property
+    def identity(self) -> str:
+        """A stable string identifying the candidate (for de-duplication)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfig:
+    """The IREE configuration a candidate stands for."""
+    if sketch.fixed_config is not None:
+        return sketch.fixed_config
+    values = dict(candidate.values)
+    loops = len(task.root.loop_extents)
+    levels = []
+    for level in sketch.levels:
+        sizes = [0] * loops
+        for knob in sketch.knobs:
+            if level in knob.levels:
+                sizes[knob.dim] = values[knob.name][knob.levels.index(level)]
+        levels.append((level, tuple(sizes)))
+    return IreeConfig(pipeline=sketch.pipeline, levels=tuple(levels))

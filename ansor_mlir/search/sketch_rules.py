@@ -1,0 +1,113 @@
+"""Sketch derivation rules: small objects that turn a task into program structures.
+
+Like Ansor's derivation rules, each rule looks at the task (and the target)
+and, when it applies, contributes sketches. Rules are listed per target;
+users add their own by passing a different list to `generate_sketches`.
+No rule names an operator: they read loop structure only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..target import Target
+from ..task import Task
+from .sketch import LEVEL_KIND, LEVEL_ORDER, REDUCTION, SPATIAL, Sketch, TileKnob
+
+
+class SketchRule(Protocol):
+    name: str
+
+    def applies(self, task: Task, target: Target) -> bool: ...
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]: ...
+
+
+@dataclass(frozen=True)
+class IreeDefaultRule:
+    """Sketch zero: IREE's own configuration, so tuning can never lose to it."""
+
+    name: str = "iree-default"
+
+    def applies(self, task: Task, target: Target) -> bool:
+        return task.default_config is not None
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        config = task.default_config
+        assert config is not None
+        return [
+            Sketch(
+                task_key=task.key,
+                index=index,
+                pipeline=config.pipeline,
+                levels=tuple(name for name, _ in config.levels),
+                knobs=(),
+                rules=(self.name,),
+                fixed_config=config,
+            )
+        ]
+
+
+@dataclass(frozen=True)
+class MultiLevelTilingRule:
+    """Ansor's multi-level tiling mapped onto IREE's CPU tiling levels.
+
+    `with_cache=True` gives the full `SSRSRS` structure (workgroup, cache,
+    register levels); `False` drops the cache level (`SRS`), which is what
+    IREE's default uses and is cheaper for small problems.
+    """
+
+    with_cache: bool
+    pipeline: str = "DoubleTilingExpert"
+
+    @property
+    def name(self) -> str:
+        return "multi-level-tiling" + ("-cached" if self.with_cache else "")
+
+    def applies(self, task: Task, target: Target) -> bool:
+        config = task.default_config
+        if config is None or config.pipeline not in ("DoubleTilingExpert", "Default"):
+            return False
+        return not self.with_cache or bool(task.root.reduction_dims)
+
+    def levels(self) -> tuple[str, ...]:
+        wanted = {"distribution", "vector_common_parallel", "vector_reduction"}
+        if self.with_cache:
+            wanted |= {"cache_parallel", "cache_reduction"}
+        return tuple(level for level in LEVEL_ORDER if level in wanted)
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        levels = self.levels()
+        spatial = tuple(lv for lv in levels if LEVEL_KIND[lv] == SPATIAL)
+        reduction = tuple(lv for lv in levels if LEVEL_KIND[lv] == REDUCTION)
+        knobs = []
+        for dim, (extent, iterator) in enumerate(
+            zip(task.root.loop_extents, task.root.iterator_types)
+        ):
+            dim_levels = reduction if iterator == "reduction" else spatial
+            knobs.append(TileKnob(name=f"d{dim}", dim=dim, extent=extent, levels=dim_levels))
+        return [
+            Sketch(
+                task_key=task.key,
+                index=index,
+                pipeline=self.pipeline,
+                levels=levels,
+                knobs=tuple(knobs),
+                rules=(self.name,),
+            )
+        ]
+
+
+def cpu_rules() -> list[SketchRule]:
+    """The default rule list for `llvm-cpu` targets."""
+    return [IreeDefaultRule(), MultiLevelTilingRule(with_cache=False), MultiLevelTilingRule(with_cache=True)]
+
+
+def generate_sketches(task: Task, target: Target, rules: list[SketchRule] | None = None) -> list[Sketch]:
+    """All sketches of a task, sketch zero (IREE's default) first."""
+    sketches: list[Sketch] = []
+    for rule in rules if rules is not None else cpu_rules():
+        if rule.applies(task, target):
+            sketches.extend(rule.apply(task, target, len(sketches)))
+    return sketches

@@ -1,0 +1,115 @@
+"""A `Task`: one unique IREE dispatch, the unit the tuner schedules.
+
+A task is data only: the standalone linalg function that reproduces the
+dispatch, facts about its root op, and IREE's own default configuration of
+it (sketch zero). It is built by `task_extraction` and read everywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from math import prod
+
+
+@dataclass(frozen=True)
+class IreeConfig:
+    """An IREE CPU configuration: pipeline plus tile sizes per tiling level.
+
+    `levels` maps an IREE level name (`distribution`, `cache_parallel`, ...)
+    to one tile size per loop of the root op, as IREE prints them.
+    """
+
+    pipeline: str
+    levels: tuple[tuple[str, tuple[int, ...]], ...]
+
+    def level(self, name: str) -> tuple[int, ...] | None:
+        return dict(self.levels).get(name)
+
+    def lowering_config(self) -> str:
+        body = ", ".join(f"{name} = [{', '.join(map(str, sizes))}]" for name, sizes in self.levels)
+        return f"#iree_cpu.lowering_config<{body}>"
+
+    def compilation_info(self) -> str:
+        return (
+            f"#iree_codegen.compilation_info<lowering_config = {self.lowering_config()}, "
+            f"translation_info = #iree_codegen.translation_info<pipeline = "
+            f"#iree_cpu.pipeline<{self.pipeline}>>>"
+        )
+
+    def to_dict(self) -> dict:
+        return {"pipeline": self.pipeline, "levels": {k: list(v) for k, v in self.levels}}
+
+    @staticmethod
+    def from_dict(data: dict) -> IreeConfig:
+        return IreeConfig(
+            pipeline=data["pipeline"],
+            levels=tuple((k, tuple(v)) for k, v in data["levels"].items()),
+        )
+
+
+@dataclass(frozen=True)
+class RootOp:
+    """Structure of the dispatch's root linalg op, as IREE configures it."""
+
+    name: str
+    loop_extents: tuple[int, ...]
+    iterator_types: tuple[str, ...]
+    indexing_maps: tuple[str, ...]
+    operand_types: tuple[str, ...]
+    element_type: str
+    element_bytes: int
+    body_ops: tuple[str, ...]
+    # The op's text with its operands renamed `%ansor_in0..`, used by matchers.
+    matcher_text: str
+
+    @property
+    def parallel_dims(self) -> tuple[int, ...]:
+        return tuple(i for i, t in enumerate(self.iterator_types) if t == "parallel")
+
+    @property
+    def reduction_dims(self) -> tuple[int, ...]:
+        return tuple(i for i, t in enumerate(self.iterator_types) if t == "reduction")
+
+    @property
+    def is_contraction_like(self) -> bool:
+        return bool(self.reduction_dims)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unique dispatch: what to tune, how often it runs, what it costs."""
+
+    key: str
+    name: str
+    func_text: str
+    func_name: str
+    input_types: tuple[str, ...]
+    output_types: tuple[str, ...]
+    ops: tuple[str, ...]
+    root: RootOp
+    # Position of the root among the dispatch's compute (non-fill) linalg ops.
+    root_index: int
+    flops: int
+    weight: int
+    default_config: IreeConfig | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tunable(self) -> bool:
+        return self.default_config is not None
+
+    def with_weight(self, weight: int) -> Task:
+        return Task(**{**self.__dict__, "weight": weight})
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        return json.dumps(data, sort_keys=True)
+
+
+def loop_count(root: RootOp) -> int:
+    return len(root.loop_extents)
+
+
+def iteration_space(root: RootOp) -> int:
+    return prod(root.loop_extents)

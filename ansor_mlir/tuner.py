@@ -1,0 +1,290 @@
+"""The tuning loop: tasks -> sketches -> candidates -> builds -> measurements -> records.
+
+Every task is measured alone, as a standalone module IREE compiles to exactly
+one dispatch. IREE's default build of the task is measured first: it is the
+reference every candidate's output must match and the time to beat. Batches
+are built in parallel, then timed one at a time, then appended to the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import AnsorError
+from .iree_compiler import compile_to_phase
+from .measure.builder import BuildInput, Builder
+from .measure.measure_result import ErrorKind, MeasureResult
+from .measure.runner import Runner
+from .records import Record, append_records, now, read_records
+from .search.search_policy import make_policy
+from .search.sketch import Candidate, Sketch, render_config
+from .search.sketch_rules import generate_sketches
+from .target import Target
+from .task import Task
+from .task_extraction import extract_tasks
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    trials: int = 32
+    log: Path = Path("ansor_tuning.jsonl")
+    seed: int = 0
+    batch_size: int = 8
+    policy: str = "random"
+    build_workers: int = 2
+    compile_timeout_s: float = 60.0
+    run_timeout_s: float = 30.0
+    min_time_s: float = 0.1
+    progress: bool = True
+
+
+@dataclass
+class TaskResult:
+    """How tuning went for one task."""
+
+    task: Task
+    default_s: float | None = None
+    best_s: float | None = None
+    best_record: Record | None = None
+    trials: int = 0
+    failures: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.default_s and self.best_s:
+            return self.default_s / self.best_s
+        return None
+
+
+@dataclass
+class TaskSession:
+    """Everything needed to measure candidates of one task in this run."""
+
+    task: Task
+    sketches: list[Sketch]
+    flow_text: str
+    inputs: list[str]
+    references: list[str]
+    measured: set[str]
+    result: TaskResult
+
+
+def task_module(task: Task) -> str:
+    return f"module {{\n{task.func_text}}}\n"
+
+
+def make_inputs(task: Task, workdir: Path, seed: int) -> list[str]:
+    """Fixed-seed random inputs for a task (same task and seed, same data)."""
+    digest = hashlib.sha256(f"{task.key}:{seed}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    paths = []
+    for i, ttype in enumerate(task.input_types):
+        inner = ttype[len("tensor<"):-1].split("x")
+        shape, elem = [int(d) for d in inner[:-1]], inner[-1]
+        if elem.startswith("f") or elem == "bf16":
+            dtype = {"f16": np.float16, "f64": np.float64}.get(elem, np.float32)
+            data = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+        else:
+            dtype = {"i8": np.int8, "i16": np.int16, "i64": np.int64, "i1": np.bool_}.get(elem, np.int32)
+            data = rng.integers(-4, 5, size=shape).astype(dtype)
+        path = workdir / f"{task.key}_in{i}.npy"
+        np.save(path, data)
+        paths.append(str(path))
+    return paths
+
+
+class Tuner:
+    """Runs the search for every task of a module and keeps the log."""
+
+    def __init__(self, target: Target, options: TuneOptions, console: Console | None = None):
+        self.target = target
+        self.options = options
+        self.console = console or Console(stderr=True)
+        self.rng = random.Random(options.seed)
+        self.policy = make_policy(options.policy, target, self.rng)
+        self.builder = Builder(target, workers=options.build_workers, timeout_s=options.compile_timeout_s)
+        self.runner = Runner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
+
+    def tune_module(self, text: str, what: str) -> list[TaskResult]:
+        tasks = extract_tasks(text, self.target, what)
+        tunable = [t for t in tasks if t.tunable]
+        if not tunable:
+            notes = "; ".join(n for t in tasks for n in t.notes) or "no linalg compute dispatch"
+            raise AnsorError(f"{what}: nothing to tune ({notes})")
+        for task in tasks:
+            for note in task.notes:
+                self.console.print(f"[yellow]note[/]: task {task.name}: {note}")
+        return self.tune_tasks(tunable)
+
+    def tune_tasks(self, tasks: list[Task]) -> list[TaskResult]:
+        records = read_records(self.options.log)
+        with tempfile.TemporaryDirectory(prefix="ansor_") as tmp:
+            workdir = Path(tmp)
+            try:
+                sessions = [self._open_session(task, records, workdir) for task in tasks]
+                self._search(sessions, workdir)
+            finally:
+                self.runner.close()
+        return [s.result for s in sessions]
+
+    def _open_session(self, task: Task, records: list[Record], workdir: Path) -> TaskSession:
+        flow_text = compile_to_phase(task_module(task), self.target.compile_flags(), "flow", task.name)
+        sketches = generate_sketches(task, self.target)
+        inputs = make_inputs(task, workdir, self.options.seed)
+        references = [str(workdir / f"{task.key}_ref{i}.npy") for i in range(len(task.output_types))]
+        result = TaskResult(task=task)
+        session = TaskSession(task, sketches, flow_text, inputs, references, set(), result)
+        mine = [r for r in records if r.target == self.target.key and r.task_key == task.key]
+        for record in mine:
+            session.measured.add(record.candidate.identity)
+            self._account(session, record)
+        default = self._measure_reference(session, workdir)
+        if not any(r.candidate.sketch_index == 0 for r in mine):
+            self._account(session, default)
+            append_records(self.options.log, [default])
+            session.measured.add(default.candidate.identity)
+        return session
+
+    def _measure_reference(self, session: TaskSession, workdir: Path) -> Record:
+        """Build and run IREE's default: it defines the right answer for this run."""
+        task = session.task
+        sketch = session.sketches[0]
+        candidate = Candidate(task.key, 0, ())
+        build = self.builder.build([
+            BuildInput(task.key, session.flow_text, task.root_index, None, workdir / f"{task.key}_ref.vmfb")
+        ])[0]
+        measured = self.runner.run(build, session.inputs, None, save_outputs=session.references)
+        if not measured.ok:
+            raise AnsorError(
+                f"task {task.name}: IREE's untuned build failed ({measured.error.value}: "
+                f"{measured.message}); cannot tune without a reference"
+            )
+        session.result.default_s = measured.median_s
+        return self._record(session, candidate, sketch, measured)
+
+    def _record(
+        self, session: TaskSession, candidate: Candidate, sketch: Sketch, result: MeasureResult
+    ) -> Record:
+        return Record(
+            target=self.target.key,
+            task_key=session.task.key,
+            task_name=session.task.name,
+            candidate=candidate,
+            pipeline=sketch.pipeline,
+            rules=sketch.rules,
+            config=render_config(sketch, candidate, session.task),
+            root_index=session.task.root_index,
+            result=result,
+            timestamp=now(),
+        )
+
+    def _account(self, session: TaskSession, record: Record) -> None:
+        result = session.result
+        result.trials += 1
+        if not record.ok:
+            result.failures += 1
+            kind = record.result.error.value
+            result.errors[kind] = result.errors.get(kind, 0) + 1
+            return
+        if result.best_s is None or record.result.median_s < result.best_s:
+            result.best_s = record.result.median_s
+            result.best_record = record
+
+    def _search(self, sessions: list[TaskSession], workdir: Path) -> None:
+        budget = {s.task.key: max(0, self.options.trials - s.result.trials) for s in sessions}
+        total = sum(budget.values())
+        with Progress(
+            TextColumn("[bold]tuning"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            disable=not self.options.progress,
+        ) as progress:
+            bar = progress.add_task(self._status(sessions), total=total)
+            while any(budget.values()):
+                progressed = False
+                for session in sessions:
+                    left = budget[session.task.key]
+                    if left <= 0:
+                        continue
+                    size = min(self.options.batch_size, left)
+                    batch = self.policy.next_batch(session.task, session.sketches, session.measured, size)
+                    if not batch:
+                        budget[session.task.key] = 0
+                        continue
+                    self._measure_batch(session, batch, workdir)
+                    budget[session.task.key] = max(0, left - len(batch))
+                    progress.update(bar, advance=len(batch), description=self._status(sessions))
+                    progressed = True
+                if not progressed:
+                    break
+
+    def _measure_batch(self, session: TaskSession, batch: list[Candidate], workdir: Path) -> None:
+        task = session.task
+        sketches = {s.index: s for s in session.sketches}
+        configs = [render_config(sketches[c.sketch_index], c, task) for c in batch]
+        builds = self.builder.build([
+            BuildInput(task.key, session.flow_text, task.root_index, config,
+                       workdir / f"{task.key}_{len(session.measured) + i}.vmfb")
+            for i, config in enumerate(configs)
+        ])
+        records = []
+        results = []
+        for candidate, build in zip(batch, builds):
+            measured = self.runner.run(build, session.inputs, session.references)
+            if build.vmfb_path:
+                Path(build.vmfb_path).unlink(missing_ok=True)
+            record = self._record(session, candidate, sketches[candidate.sketch_index], measured)
+            records.append(record)
+            results.append((candidate, measured))
+            session.measured.add(candidate.identity)
+            self._account(session, record)
+        append_records(self.options.log, records)
+        self.policy.update(task, results)
+
+    @staticmethod
+    def _status(sessions: list[TaskSession]) -> str:
+        trials = sum(s.result.trials for s in sessions)
+        failures = sum(s.result.failures for s in sessions)
+        speedups = [s.result.speedup for s in sessions if s.result.speedup]
+        best = " ".join(
+            f"{s.task.name.split('_dispatch')[0]}={s.result.best_s * 1e3:.3f}ms"
+            for s in sessions if s.result.best_s
+        )
+        geo = float(np.exp(np.mean(np.log(speedups)))) if speedups else 1.0
+        return f"trials {trials} failed {failures} best {best} speedup {geo:.2f}x"
+
+
+def results_table(results: list[TaskResult]) -> Table:
+    table = Table(title="ansor-mlir tuning results")
+    for column in ("task", "weight", "GFLOP", "trials", "failed", "IREE default", "tuned", "speedup", "best sketch"):
+        table.add_column(column, justify="right" if column != "task" else "left")
+    for r in results:
+        best = r.best_record
+        table.add_row(
+            r.task.name,
+            str(r.task.weight),
+            f"{r.task.flops / 1e9:.3f}",
+            str(r.trials),
+            str(r.failures),
+            f"{r.default_s * 1e3:.3f} ms" if r.default_s else "-",
+            f"{r.best_s * 1e3:.3f} ms" if r.best_s else "-",
+            f"{r.speedup:.2f}x" if r.speedup else "-",
+            f"s{best.candidate.sketch_index} {'+'.join(best.rules)}" if best else "-",
+        )
+    return table
+
+
+__all__ = ["ErrorKind", "TaskResult", "TuneOptions", "Tuner", "results_table"]

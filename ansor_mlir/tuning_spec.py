@@ -1,0 +1,107 @@
+"""Render configurations as IREE tuning specs and attach them to modules.
+
+Two ways to hand IREE a chosen configuration, both used:
+- a tuning spec (`--iree-codegen-tuning-spec-path`): a transform script whose
+  matcher recognises the task's root op by structure and shape and annotates
+  it with `compilation_info`; our plug-in point into ordinary IREE flows;
+- `compilation_info` attached directly to the root op inside IREE's
+  flow-level module, which plain `iree-compile` then builds.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from .mlir_text import new_context, ops_of, parse_module
+from .task import IreeConfig, Task
+from .task_extraction import compute_ops, dispatch_executable_key, dispatch_function
+
+SPEC_HEADER = "module @ansor_tuning_spec attributes { transform.with_named_sequence } {\n"
+
+APPLY_SEQUENCE = """  transform.named_sequence @ansor_apply_op_config(%op: !transform.any_op {transform.readonly},
+      %config: !transform.any_param {transform.readonly}) {
+    transform.annotate %op "compilation_info" = %config : !transform.any_op, !transform.any_param
+    transform.yield
+  }
+"""
+
+
+def matcher_name(task: Task) -> str:
+    return f"@ansor_match_{task.key}"
+
+
+def _indent(text: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line if line.strip() else line for line in text.splitlines())
+
+
+def matcher_prefix(task: Task) -> str:
+    """The matcher's opening: root op name check plus the structural DAG match."""
+    return (
+        f"  transform.named_sequence {matcher_name(task)}(%root: !transform.any_op {{transform.readonly}})"
+        " -> (!transform.any_op, !transform.any_param) {\n"
+        f'    transform.match.operation_name %root ["{task.root.name}"] : !transform.any_op\n'
+        "    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %root {\n"
+        f"{_indent(task.root.matcher_text, 4)}\n"
+        "    } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)\n"
+    )
+
+
+def matcher_sequence(task: Task, config: IreeConfig) -> str:
+    return (
+        matcher_prefix(task)
+        + f"    %config = transform.param.constant {config.compilation_info()} -> !transform.any_param\n"
+        "    transform.yield %root, %config : !transform.any_op, !transform.any_param\n"
+        "  }\n"
+    )
+
+
+def render_spec(entries: list[tuple[Task, IreeConfig]]) -> str:
+    """One tuning spec applying each task's configuration (deterministic text)."""
+    body = [APPLY_SEQUENCE]
+    pairs = []
+    for task, config in entries:
+        body.append(matcher_sequence(task, config))
+        pairs.append(f"{matcher_name(task)} -> @ansor_apply_op_config")
+    if pairs:
+        match_list = ",\n        ".join(pairs)
+        entry = (
+            "  transform.named_sequence @__kernel_config(%variant_op: !transform.any_op {transform.consumed})"
+            " -> !transform.any_op\n      attributes { iree_codegen.tuning_spec_entrypoint } {\n"
+            f"    %res = transform.foreach_match in %variant_op\n        {match_list}\n"
+            "      : (!transform.any_op) -> !transform.any_op\n"
+            "    transform.yield %res : !transform.any_op\n  }\n"
+        )
+    else:
+        entry = (
+            "  transform.named_sequence @__kernel_config(%variant_op: !transform.any_op {transform.consumed})"
+            " -> !transform.any_op\n      attributes { iree_codegen.tuning_spec_entrypoint } {\n"
+            "    transform.yield %variant_op : !transform.any_op\n  }\n"
+        )
+    return SPEC_HEADER + "".join(body) + entry + "}\n"
+
+
+def attach_configs(
+    flow_text: str, configs: dict[str, tuple[int, IreeConfig]], what: str
+) -> tuple[str, list[str]]:
+    """Attach `compilation_info` to the root op of every dispatch we have a config for.
+
+    `configs` maps a workload key to (root index, config). Returns the new
+    module text and the keys that were applied.
+    """
+    ctx = new_context()
+    module = parse_module(flow_text, what, ctx)
+    applied = []
+    for exe in ops_of(module.body):
+        if exe.name != "flow.executable":
+            continue
+        key = dispatch_executable_key(exe, ctx)
+        if key is None or key not in configs:
+            continue
+        root_index, config = configs[key]
+        ops = compute_ops(dispatch_function(exe))
+        ops[root_index].attributes["compilation_info"] = ir.Attribute.parse(
+            config.compilation_info(), ctx
+        )
+        applied.append(key)
+    return str(module), applied
