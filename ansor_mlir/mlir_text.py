@@ -27,24 +27,22 @@ def new_context(allow_unregistered: bool = False) -> ir.Context:
 def parse_module(text: str, what: str, ctx: ir.Context | None = None) -> ir.Module:
     """Parse MLIR text, turning diagnostics into an AnsorError about `what`."""
     ctx = ctx or new_context()
-    diagnostics: list[str] = []
-
-    def handler(diag) -> bool:
-        diagnostics.append(f"{diag.location}: {diag.message}")
-        return True
-
-    handle = ctx.attach_diagnostic_handler(handler)
     try:
         return ir.Module.parse(text, ctx)
-    except Exception as exc:  # the bindings raise a generic MLIRError
-        detail = diagnostics[0] if diagnostics else str(exc).splitlines()[0]
-        raise AnsorError(f"{what}: not valid MLIR: {_short_location(detail)}") from None
-    finally:
-        handle.detach()
+    except ir.MLIRError as exc:
+        diagnostics = getattr(exc, "error_diagnostics", [])
+        if diagnostics:
+            first = diagnostics[0]
+            where = _line_col(str(first.location))
+            detail = f"{where}: {first.message}" if where else first.message
+        else:
+            detail = str(exc).splitlines()[0]
+        raise AnsorError(f"{what}: not valid MLIR: line {detail}") from None
 
 
-def _short_location(detail: str) -> str:
-    return re.sub(r'loc\("([^"]*)":(\d+):(\d+)\)', r"\1:\2:\3", detail)
+def _line_col(location: str) -> str:
+    match = re.search(r":(\d+):(\d+)\)", location)
+    return f"{match.group(1)}:{match.group(2)}" if match else ""
 
 
 def op_text(op: ir.Operation, state: ir.AsmState) -> str:

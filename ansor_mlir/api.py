@@ -1,0 +1,126 @@
+"""The Python pipeline API, mirroring the `ansor-opt` passes one to one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from .errors import AnsorError
+from .iree_compiler import compile_to_phase
+from .records import Record, best_records, read_records
+from .search.sketch import Sketch
+from .search.sketch_rules import generate_sketches as _generate_sketches
+from .target import Target, parse_target
+from .task import Task
+from .task_extraction import extract_tasks as _extract_tasks
+from .task_extraction import validate_input
+from .tuner import TaskResult, Tuner, TuneOptions, results_table
+from .tuning_spec import attach_configs, render_spec
+
+BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"
+
+
+def read_source(source: str | Path, name: str | None = None) -> tuple[str, str]:
+    """(text, name) of a module given as MLIR text (`str`) or a file (`Path`)."""
+    if isinstance(source, Path):
+        try:
+            return source.read_text(encoding="utf-8"), name or str(source)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AnsorError(f"cannot read {source}: {exc}") from None
+    return source, name or "<input>"
+
+
+def resolve_target(target: str | Target) -> Target:
+    return target if isinstance(target, Target) else parse_target(target)
+
+
+def extract_tasks(
+    module: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
+) -> list[Task]:
+    """The unique, weighted tasks (dispatches) of a linalg module."""
+    text, name = read_source(module, name)
+    return _extract_tasks(text, resolve_target(target), name)
+
+
+def generate_sketches(task: Task, target: str | Target = "llvm-cpu") -> list[Sketch]:
+    """The sketches of a task; sketch zero is IREE's own configuration."""
+    return _generate_sketches(task, resolve_target(target))
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    module: str
+    tasks: list[TaskResult]
+    log: Path
+
+
+def tune(
+    module: str | Path,
+    target: str | Target = "llvm-cpu",
+    trials: int = 32,
+    log: str | Path = "ansor_tuning.jsonl",
+    seed: int = 0,
+    policy: str = "random",
+    progress: bool = True,
+    options: TuneOptions | None = None,
+    name: str | None = None,
+) -> TuneResult:
+    """Tune every task of a module; returns the module with the best configurations attached."""
+    text, name = read_source(module, name)
+    tgt = resolve_target(target)
+    opts = options or TuneOptions(trials=trials, log=Path(log), seed=seed, policy=policy, progress=progress)
+    console = Console(stderr=True)
+    tuner = Tuner(tgt, opts, console)
+    results = tuner.tune_module(text, name)
+    if opts.progress:
+        console.print(results_table(results))
+    return TuneResult(apply_best(text, opts.log, tgt, name), results, opts.log)
+
+
+def _best_for_target(log: str | Path, target: Target) -> dict[str, Record]:
+    path = Path(log)
+    if not path.exists():
+        raise AnsorError(f"tuning log {path} does not exist: run --ansor-tune with log={path} first")
+    return best_records(read_records(path), target.key)
+
+
+def apply_best(
+    module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
+) -> str:
+    """The module, lowered by IREE to dispatches, with the best recorded configuration on each.
+
+    Plain `iree-compile` builds the result into the tuned program. Records for
+    another target are never applied.
+    """
+    text, name = read_source(module, name)
+    tgt = resolve_target(target)
+    validate_input(text, name)
+    best = _best_for_target(log, tgt)
+    flow = compile_to_phase(text, tgt.compile_flags(), "flow", name)
+    configs = {
+        key: (record.root_index, record.config)
+        for key, record in best.items()
+        if record.candidate.sketch_index != 0
+    }
+    tuned, _ = attach_configs(flow, configs, name)
+    return BUILD_HINT + tuned
+
+
+def emit_tuning_spec(
+    module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
+) -> str:
+    """One tuning spec with the best configuration of every task of the module.
+
+    For ordinary IREE flows: `iree-compile IN.mlir --iree-codegen-tuning-spec-path=SPEC`.
+    """
+    tgt = resolve_target(target)
+    tasks = extract_tasks(module, tgt, name)
+    best = _best_for_target(log, tgt)
+    entries = [
+        (task, best[task.key].config)
+        for task in tasks
+        if task.key in best and task.tunable and best[task.key].candidate.sketch_index != 0
+    ]
+    return render_spec(entries)

@@ -1,0 +1,66 @@
+"""Time several compiled programs alternately in one run and report ratios.
+
+On a shared 2-core machine absolute times drift; alternating the contenders
+round by round and comparing medians keeps the ratios honest.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    vmfb: Path
+    function: str
+
+
+def load_function(vmfb: Path, function: str, device: str = "local-sync"):
+    import iree.runtime as rt
+
+    config = rt.Config(device)
+    ctx = rt.SystemContext(config=config)
+    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
+    return ctx.modules.module[function], config
+
+
+def run_once(vmfb: Path, function: str, inputs: list[np.ndarray], device: str = "local-sync") -> list[np.ndarray]:
+    fn, _ = load_function(vmfb, function, device)
+    result = fn(*inputs)
+    outputs = result if isinstance(result, tuple) else (result,)
+    return [np.asarray(o.to_host()) for o in outputs]
+
+
+def time_alternately(
+    contenders: list[Contender],
+    inputs: list[np.ndarray],
+    rounds: int = 10,
+    min_round_s: float = 0.05,
+    device: str = "local-sync",
+) -> dict[str, float]:
+    """Median seconds per call of each contender, timed in interleaved rounds."""
+    import iree.runtime as rt
+
+    loaded = {}
+    for c in contenders:
+        fn, config = load_function(c.vmfb, c.function, device)
+        args = [rt.asdevicearray(config.device, x) for x in inputs]
+        fn(*args)
+        loaded[c.name] = (fn, args)
+    samples: dict[str, list[float]] = {c.name: [] for c in contenders}
+    for _ in range(rounds):
+        for name, (fn, args) in loaded.items():
+            deadline = time.perf_counter() + min_round_s
+            while True:
+                start = time.perf_counter()
+                fn(*args)
+                samples[name].append(time.perf_counter() - start)
+                if time.perf_counter() >= deadline:
+                    break
+    return {name: statistics.median(times) for name, times in samples.items()}

@@ -1,0 +1,98 @@
+// The `ansor` dialect, defined in IRDL so that stock tools verify our output:
+//
+//   iree-opt --irdl-file=ansor_mlir/dialect/ansor.irdl.mlir FILE
+//
+// All ops are printed in generic form. Notes on what IRDL (as shipped with
+// IREE 3.13) can and cannot check:
+// - one SSA constraint value used twice means "the same attribute twice", so
+//   every attribute gets its own constraint value;
+// - integer attributes are checked to be integers, not to be i64;
+// - array attributes are checked to be arrays, not their element kinds;
+// - IRDL ops have no traits: a region's block needs a real terminator, so
+//   every ansor region ends in `transform.yield`, and `func.func` (a symbol)
+//   sits inside a `builtin.module` (a symbol table);
+// - IRDL ops cannot implement TransformOpInterface, so they cannot live in a
+//   `transform.named_sequence` body; an `ansor.sketch` region is therefore the
+//   body of the matcher sequence itself (entry argument `%root`).
+irdl.dialect @ansor {
+  // One task: its function and its sketches in one block, ended by
+  // `transform.yield`.
+  irdl.operation @task {
+    %key = irdl.base "#builtin.string"
+    %name = irdl.base "#builtin.string"
+    %weight = irdl.base "#builtin.integer"
+    %flops = irdl.base "#builtin.integer"
+    %root = irdl.base "#builtin.string"
+    %root_index = irdl.base "#builtin.integer"
+    %loop_extents = irdl.base "#builtin.array"
+    %iterator_types = irdl.base "#builtin.array"
+    %pipeline = irdl.base "#builtin.string"
+    irdl.attributes {
+      "key" = %key,
+      "name" = %name,
+      "weight" = %weight,
+      "flops" = %flops,
+      "root" = %root,
+      "root_index" = %root_index,
+      "loop_extents" = %loop_extents,
+      "iterator_types" = %iterator_types,
+      "pipeline" = %pipeline
+    }
+    %body = irdl.region() with size 1
+    irdl.regions(body: %body)
+  }
+
+  // One sketch: the body of a matcher sequence over `%root`, yielding the
+  // root and its configuration (built from knobs, or a constant for sketch 0).
+  irdl.operation @sketch {
+    %task = irdl.base "#builtin.string"
+    %index = irdl.base "#builtin.integer"
+    %sequence = irdl.base "#builtin.string"
+    %pipeline = irdl.base "#builtin.string"
+    %rules = irdl.base "#builtin.array"
+    irdl.attributes {
+      "task" = %task,
+      "index" = %index,
+      "sequence" = %sequence,
+      "pipeline" = %pipeline,
+      "rules" = %rules
+    }
+    %any_op = irdl.is !transform.any_op
+    %body = irdl.region(%any_op) with size 1
+    irdl.regions(body: %body)
+  }
+
+  // A hole: the tile sizes of loop `dim` across `levels`, outer to inner.
+  irdl.operation @knob {
+    %name = irdl.base "#builtin.string"
+    %dim = irdl.base "#builtin.integer"
+    %extent = irdl.base "#builtin.integer"
+    %spatial = irdl.is "S"
+    %reduction = irdl.is "R"
+    %kind = irdl.any_of(%spatial, %reduction)
+    %levels = irdl.base "#builtin.array"
+    irdl.attributes {
+      "name" = %name,
+      "dim" = %dim,
+      "extent" = %extent,
+      "kind" = %kind,
+      "levels" = %levels
+    }
+    %param = irdl.is !transform.any_param
+    irdl.results(tiles: %param)
+  }
+
+  // The `compilation_info` a sketch's knobs stand for once filled.
+  irdl.operation @compilation_info {
+    %pipeline = irdl.base "#builtin.string"
+    %levels = irdl.base "#builtin.array"
+    irdl.attributes {
+      "pipeline" = %pipeline,
+      "levels" = %levels
+    }
+    %knob = irdl.is !transform.any_param
+    irdl.operands(knobs: variadic %knob)
+    %param = irdl.is !transform.any_param
+    irdl.results(config: %param)
+  }
+}

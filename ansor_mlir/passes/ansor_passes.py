@@ -1,0 +1,70 @@
+"""The `ansor-*` passes: each maps module text and options to module text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import api
+from ..dialect import ansor_ir
+from ..target import Target, parse_target
+from ..tuner import TuneOptions
+from .pass_options import PassInvocation, int_option
+
+
+def pass_target(invocation: PassInvocation) -> Target:
+    opts = invocation.options
+    return parse_target(
+        opts.get("target", "llvm-cpu"),
+        threads=int_option(invocation.name, opts, "threads", 1),
+        cpu=opts.get("cpu", "host"),
+    )
+
+
+def extract_tasks_pass(text: str, name: str, invocation: PassInvocation) -> str:
+    tasks = api.extract_tasks(text, pass_target(invocation), name)
+    return ansor_ir.module_text([ansor_ir.task_op(task, task.func_text) for task in tasks])
+
+
+def generate_sketches_pass(text: str, name: str, invocation: PassInvocation) -> str:
+    target = pass_target(invocation)
+    ops = []
+    for task in api.extract_tasks(text, target, name):
+        sketches = api.generate_sketches(task, target)
+        ops.append(ansor_ir.task_op(task, "\n".join(ansor_ir.sketch_op(task, s) for s in sketches)))
+    return ansor_ir.module_text(ops)
+
+
+def tune_pass(text: str, name: str, invocation: PassInvocation) -> str:
+    opts = invocation.options
+    options = TuneOptions(
+        trials=int_option(invocation.name, opts, "trials", 32),
+        log=Path(opts.get("log", "ansor_tuning.jsonl")),
+        seed=int_option(invocation.name, opts, "seed", 0),
+        policy=opts.get("policy", "random"),
+        batch_size=max(1, int_option(invocation.name, opts, "batch", 8)),
+        progress=int_option(invocation.name, opts, "progress", 1) != 0,
+    )
+    return api.tune(text, pass_target(invocation), options=options, name=name).module
+
+
+def apply_best_pass(text: str, name: str, invocation: PassInvocation) -> str:
+    return api.apply_best(text, invocation.options["log"], pass_target(invocation), name)
+
+
+def emit_tuning_spec_pass(text: str, name: str, invocation: PassInvocation) -> str:
+    return api.emit_tuning_spec(text, invocation.options["log"], pass_target(invocation), name)
+
+
+PASS_FUNCTIONS = {
+    "ansor-extract-tasks": extract_tasks_pass,
+    "ansor-generate-sketches": generate_sketches_pass,
+    "ansor-tune": tune_pass,
+    "ansor-apply-best": apply_best_pass,
+    "ansor-emit-tuning-spec": emit_tuning_spec_pass,
+}
+
+
+def run_pipeline(text: str, name: str, invocations: list[PassInvocation]) -> str:
+    for invocation in invocations:
+        text = PASS_FUNCTIONS[invocation.name](text, name, invocation)
+    return text

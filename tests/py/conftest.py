@@ -1,0 +1,48 @@
+"""Shared fixtures: small real modules (the real IREE compiles them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansor_mlir.target import detect_host
+
+
+def matmul_bias_relu(m: int, n: int, k: int, name: str = "mm") -> str:
+    return f"""
+func.func @{name}(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>)
+      outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
+                                        affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}}
+      ins(%mm, %bias : tensor<{m}x{n}xf32>, tensor<{n}xf32>) outs(%e : tensor<{m}x{n}xf32>) {{
+    ^bb0(%x: f32, %y: f32, %o: f32):
+      %s = arith.addf %x, %y : f32
+      %z = arith.maximumf %s, %cst : f32
+      linalg.yield %z : f32
+  }} -> tensor<{m}x{n}xf32>
+  return %r : tensor<{m}x{n}xf32>
+}}
+"""
+
+
+@pytest.fixture(scope="session")
+def target():
+    return detect_host()
+
+
+@pytest.fixture(scope="session")
+def small_mm() -> str:
+    return matmul_bias_relu(128, 128, 128)
+
+
+@pytest.fixture(scope="session")
+def small_task(small_mm, target):
+    from ansor_mlir.task_extraction import extract_tasks
+
+    tasks = extract_tasks(small_mm, target, "small_mm")
+    assert len(tasks) == 1
+    return tasks[0]

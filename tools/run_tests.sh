@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Install ansor-mlir with its test extras, then run the whole suite: ruff, lit, pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q -e ".[test]"
+python3 -m ruff check ansor_mlir tools tests
+python3 -m lit -v tests/lit
+python3 -m pytest -q tests/py

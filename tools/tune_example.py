@@ -1,0 +1,88 @@
+"""The main job on a bundled example: tune it, then time tuned vs IREE default alternately.
+
+    python tools/tune_example.py [--example matmul_bias_relu] [--trials 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import ansor_mlir
+from ansor_mlir import api
+from ansor_mlir.compare import Contender, run_once, time_alternately
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.iree_compiler import compile_vmfb, first_error_line
+from ansor_mlir.target import detect_host
+
+EXAMPLES = Path(ansor_mlir.__file__).parent / "examples"
+
+
+def input_arrays(text: str, seed: int = 0) -> list[np.ndarray]:
+    """Random inputs matching the entry function's tensor arguments."""
+    import re
+
+    signature = re.search(r"func\.func @\w+\(([^)]*)\)", text).group(1)
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape in re.findall(r"tensor<([0-9x]+)xf32>", signature):
+        arrays.append(rng.uniform(-1, 1, [int(d) for d in shape.split("x")]).astype(np.float32))
+    return arrays
+
+
+def build(text: str, flags: list[str], out: Path) -> Path:
+    result = compile_vmfb(text, flags, out)
+    if not result.ok:
+        raise AnsorError(f"iree-compile failed: {first_error_line(result.stderr)}")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--example", default="matmul_bias_relu", help="bundled example name")
+    parser.add_argument("--trials", type=int, default=32)
+    parser.add_argument("--log", default="runs/example_tuning.jsonl")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    console = Console(stderr=True)
+    source = EXAMPLES / f"{args.example}.mlir"
+    text = source.read_text()
+    func = __import__("re").search(r"func\.func @(\w+)", text).group(1)
+    target = detect_host()
+    try:
+        tuned = api.tune(source, target, trials=args.trials, log=args.log, seed=args.seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            default_vmfb = build(text, target.compile_flags(), Path(tmp) / "default.vmfb")
+            tuned_vmfb = build(tuned.module, [], Path(tmp) / "tuned.vmfb")
+            inputs = input_arrays(text, args.seed)
+            ref = run_once(default_vmfb, func, inputs)
+            out = run_once(tuned_vmfb, func, inputs)
+            for a, b in zip(ref, out):
+                if not np.allclose(a, b, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(a).max()))):
+                    raise AnsorError("tuned program output differs from IREE default")
+            times = time_alternately(
+                [Contender("IREE default", default_vmfb, func), Contender("ansor-mlir tuned", tuned_vmfb, func)],
+                inputs,
+            )
+    except AnsorError as exc:
+        console.print(f"[red]error[/]: {exc}")
+        return 1
+    table = Table(title=f"{args.example}: whole program, timed alternately in one run (1 thread)")
+    table.add_column("program")
+    table.add_column("median time", justify="right")
+    table.add_column("speedup vs IREE default", justify="right")
+    base = times["IREE default"]
+    for name, seconds in times.items():
+        table.add_row(name, f"{seconds * 1e3:.3f} ms", f"{base / seconds:.2f}x")
+    Console().print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
