@@ -1,0 +1,46 @@
+"""The log is append-only, versioned, and never applies across targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansor_mlir.measure.measure_result import ErrorKind, MeasureResult
+from ansor_mlir.records import Record, append_records, best_records, read_records
+from ansor_mlir.search.sketch import Candidate
+from ansor_mlir.task import IreeConfig
+
+CONFIG = IreeConfig("DoubleTilingExpert", (("distribution", (8, 8, 0)),))
+
+
+def record(target: str, median: float | None, error: ErrorKind = ErrorKind.NONE, sketch: int = 1) -> Record:
+    return Record(
+        target=target, task_key="k1", task_name="t", candidate=Candidate("k1", sketch, (("d0", (8, 8)),)),
+        pipeline="DoubleTilingExpert", rules=("multi-level-tiling",), config=CONFIG, root_index=0,
+        result=MeasureResult(error, median_s=median), timestamp=1.0,
+    )
+
+
+def test_round_trip_and_best_per_target(tmp_path):
+    log = tmp_path / "log.jsonl"
+    append_records(log, [record("cpuA", 2.0), record("cpuA", 1.0), record("cpuB", 0.1)])
+    append_records(log, [record("cpuA", None, ErrorKind.WRONG_ANSWER), record("cpuA", 0.5, ErrorKind.WRONG_ANSWER)])
+    records = read_records(log)
+    assert len(records) == 5
+    assert records[0] == record("cpuA", 2.0)
+    best = best_records(records, "cpuA")
+    assert best["k1"].result.median_s == 1.0  # the faster wrong answer is never chosen
+    assert best_records(records, "cpuC") == {}
+
+
+def test_corrupt_line_is_skipped_with_its_line_number(tmp_path):
+    log = tmp_path / "log.jsonl"
+    append_records(log, [record("cpuA", 2.0)])
+    with open(log, "a") as f:
+        f.write('{"version": 1, "trunc')  # a run killed mid-write
+    before = log.read_text()
+    with pytest.warns(UserWarning, match=r"log\.jsonl:2: skipping corrupt record"):
+        assert len(read_records(log)) == 1
+    append_records(log, [record("cpuA", 1.5)])
+    assert log.read_text().startswith(before)  # nothing rewritten
+    with pytest.warns(UserWarning):
+        assert [r.result.median_s for r in read_records(log)] == [2.0, 1.5]
