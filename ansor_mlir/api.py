@@ -16,7 +16,7 @@ from .target import Target, parse_target
 from .task import Task
 from .task_extraction import extract_tasks as _extract_tasks
 from .task_extraction import validate_input
-from .tuner import TaskResult, Tuner, TuneOptions, results_table
+from .tuner import TaskResult, TuneOptions, Tuner, results_table
 from .tuning_spec import attach_configs, render_spec
 
 BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"

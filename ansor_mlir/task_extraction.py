@@ -195,7 +195,7 @@ def task_from_dispatch(
     all_linalg = [op for op in ops_of(task_func.regions[0].blocks[0]) if op.name.startswith("linalg.")]
     pairs = [
         (op, generic)
-        for op, generic in zip(all_linalg, generalized_ops(canonical))
+        for op, generic in zip(all_linalg, generalized_ops(canonical), strict=False)
         if op.name not in STRUCTURAL_SKIP
     ]
     linalg_ops = [op for op, _ in pairs]
@@ -250,7 +250,7 @@ def _loop_structure(op: ir.Operation) -> dict:
     iterators = [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     iterators = [re.sub(r"[^a-z]", "", it) for it in iterators]
     extents = [0] * len(iterators)
-    for amap, operand in zip(maps, op.operands):
+    for amap, operand in zip(maps, op.operands, strict=False):
         if not isinstance(operand.type, ir.RankedTensorType) and "tensor<" not in str(operand.type):
             continue
         shape = ir.RankedTensorType(operand.type).shape

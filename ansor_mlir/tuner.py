@@ -21,7 +21,7 @@ from rich.table import Table
 
 from .errors import AnsorError
 from .iree_compiler import compile_to_phase
-from .measure.builder import BuildInput, Builder
+from .measure.builder import Builder, BuildInput
 from .measure.measure_result import ErrorKind, MeasureResult
 from .measure.runner import Runner
 from .records import Record, append_records, now, read_records
@@ -242,7 +242,7 @@ class Tuner:
         ])
         records = []
         results = []
-        for candidate, build in zip(batch, builds):
+        for candidate, build in zip(batch, builds, strict=False):
             measured = self.runner.run(build, session.inputs, session.references)
             if build.vmfb_path:
                 Path(build.vmfb_path).unlink(missing_ok=True)

@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e ".[test]"
 python3 -m ruff check ansor_mlir tools tests
-python3 -m lit -v tests/lit
+lit -v tests/lit
 python3 -m pytest -q tests/py

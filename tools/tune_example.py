@@ -63,7 +63,7 @@ def main() -> int:
             inputs = input_arrays(text, args.seed)
             ref = run_once(default_vmfb, func, inputs)
             out = run_once(tuned_vmfb, func, inputs)
-            for a, b in zip(ref, out):
+            for a, b in zip(ref, out, strict=False):
                 if not np.allclose(a, b, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(a).max()))):
                     raise AnsorError("tuned program output differs from IREE default")
             times = time_alternately(

@@ -87,8 +87,13 @@ def make_sketches(task: Task) -> list[Sketch]:
         task_key=task.key,
         index=1,
         pipeline="DoubleTilingExpert",
-        levels=("distribution", "cache_parallel", "cache_reduction", "vector_common_parallel",
-                "vector_reduction"),
+        levels=(
+            "distribution",
+            "cache_parallel",
+            "cache_reduction",
+            "vector_common_parallel",
+            "vector_reduction",
+        ),
         knobs=knobs,
         rules=("multi-level-tiling-cached",),
     )
@@ -98,10 +103,12 @@ def make_sketches(task: Task) -> list[Sketch]:
 def full_text() -> str:
     task = make_task()
     sketches = "\n".join(ansor_ir.sketch_op(task, s) for s in make_sketches(task))
-    return ansor_ir.module_text([
-        ansor_ir.task_op(task, task.func_text),
-        ansor_ir.task_op(task, sketches),
-    ])
+    return ansor_ir.module_text(
+        [
+            ansor_ir.task_op(task, task.func_text),
+            ansor_ir.task_op(task, sketches),
+        ]
+    )
 
 
 def iree_opt(text: str) -> subprocess.CompletedProcess:
@@ -109,7 +116,11 @@ def iree_opt(text: str) -> subprocess.CompletedProcess:
     assert tool, "iree-opt not found"
     return subprocess.run(
         [tool, f"--irdl-file={ansor_ir.IRDL_PATH}", "-"],
-        input=text, capture_output=True, text=True, timeout=120, check=False,
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -148,7 +159,17 @@ def test_task_func_is_wrapped_in_a_module():
             '"ansor.knob"() {dim = 0 : i64, extent = 64 : i64, kind = "S", levels = "x", junk = [',
             "expected base attribute 'builtin.array'",
         ),
-        (") -> !transform.any_param\n", ") -> !transform.any_op\n", "expected '!transform.any_param'"),
+        (
+            "transform.yield %root, %config",
+            '%bad = "ansor.knob"() {dim = 0 : i64, extent = 8 : i64, kind = "S", levels = [], name = "b"}'
+            " : () -> !transform.any_op\ntransform.yield %root, %config",
+            "expected '!transform.any_param' but got '!transform.any_op'",
+        ),
+        (
+            "^bb0(%root: !transform.any_op):",
+            "^bb0(%root: !transform.any_op, %extra: !transform.any_op):",
+            "expected region 0 to have 1 arguments but got 2",
+        ),
     ],
 )
 def test_broken_ops_are_rejected(old, new, message):
@@ -207,3 +228,34 @@ def test_bad_knob_names_are_refused():
     bad = Sketch(**{**sketch.__dict__, "knobs": (TileKnob("config", 0, 64, ("distribution",)),)})
     with pytest.raises(ValueError):
         ansor_ir.sketch_op(task, bad)
+
+
+def test_func_and_sketches_in_one_task():
+    task = make_task()
+    sketches = [ansor_ir.sketch_op(task, s) for s in make_sketches(task)]
+    for body in (
+        "\n".join([ansor_ir.func_module(task), *sketches]),
+        "\n".join([task.func_text, *sketches]),  # a bare function: the whole body is wrapped
+    ):
+        text = ansor_ir.module_text([ansor_ir.task_op(task, body)])
+        result = iree_opt(text)
+        assert result.returncode == 0, result.stderr
+        (read,) = ansor_ir.read_task_ops(text)
+        assert "func.func @task" in read["func"]
+        assert [s["index"] for s in read["sketches"]] == [0, 1]
+
+
+def test_extracted_task_sketches_verify(small_task, target):
+    from ansor_mlir.search.sketch_rules import generate_sketches
+
+    sketches = generate_sketches(small_task, target)
+    assert any(s.knobs for s in sketches) and any(not s.knobs for s in sketches)
+    body = "\n".join(
+        [ansor_ir.func_module(small_task)] + [ansor_ir.sketch_op(small_task, s) for s in sketches]
+    )
+    text = ansor_ir.module_text([ansor_ir.task_op(small_task, body)])
+    result = iree_opt(text)
+    assert result.returncode == 0, result.stderr
+    (read,) = ansor_ir.read_task_ops(text)
+    assert read["key"] == small_task.key
+    assert [s["index"] for s in read["sketches"]] == [s.index for s in sketches]

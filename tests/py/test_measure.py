@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ansor_mlir.iree_compiler import compile_to_phase
-from ansor_mlir.measure.builder import BuildInput, Builder
+from ansor_mlir.measure.builder import Builder, BuildInput
 from ansor_mlir.measure.measure_result import ErrorKind
 from ansor_mlir.measure.runner import Runner
 from ansor_mlir.task import IreeConfig

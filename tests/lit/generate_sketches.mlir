@@ -1,0 +1,36 @@
+// Sketch zero is IREE's own configuration; the others have holes (ansor.knob).
+// RUN: ansor-opt %s --ansor-generate-sketches | FileCheck %s
+// RUN: ansor-opt %s --ansor-generate-sketches | iree-opt --irdl-file=%ansor_irdl > /dev/null
+
+// CHECK: "ansor.task"()
+// CHECK: "ansor.sketch"()
+// CHECK: transform.match.operation_name %root ["linalg.matmul"]
+// CHECK: transform.iree.match.cast_compatible_dag_from_root
+// CHECK: %config = transform.param.constant #iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<distribution
+// CHECK: index = 0 : i64, pipeline = "DoubleTilingExpert", rules = ["iree-default"]
+// CHECK: "ansor.sketch"()
+// CHECK: %d0 = "ansor.knob"() {dim = 0 : i64, extent = 64 : i64, kind = "S", levels = ["distribution", "vector_common_parallel"], name = "d0"}
+// CHECK: %d2 = "ansor.knob"() {dim = 2 : i64, extent = 64 : i64, kind = "R", levels = ["vector_reduction"], name = "d2"}
+// CHECK: "ansor.compilation_info"(%d0, %d1, %d2)
+// CHECK: rules = ["multi-level-tiling"]
+// CHECK: "ansor.sketch"()
+// CHECK: levels = ["distribution", "cache_parallel", "vector_common_parallel"]
+// CHECK: levels = ["cache_reduction", "vector_reduction"]
+// CHECK: rules = ["multi-level-tiling-cached"]
+func.func @mm(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>, %bias: tensor<64xf32>) -> tensor<64x64xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x64xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<64x64xf32>, tensor<64x64xf32>)
+      outs(%f : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
+                                        affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%mm, %bias : tensor<64x64xf32>, tensor<64xf32>) outs(%e : tensor<64x64xf32>) {
+    ^bb0(%x: f32, %y: f32, %o: f32):
+      %s = arith.addf %x, %y : f32
+      %z = arith.maximumf %s, %cst : f32
+      linalg.yield %z : f32
+  } -> tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
+}
