@@ -60,16 +60,22 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             default_vmfb = build(text, target.compile_flags(), Path(tmp) / "default.vmfb")
             tuned_vmfb = build(tuned.module, [], Path(tmp) / "tuned.vmfb")
+            spec = Path(tmp) / "spec.mlir"
+            spec.write_text(api.emit_tuning_spec(source, args.log, target))
+            spec_flags = [*target.compile_flags(), f"--iree-codegen-tuning-spec-path={spec}"]
+            spec_vmfb = build(text, spec_flags, Path(tmp) / "spec.vmfb")
             inputs = input_arrays(text, args.seed)
             ref = run_once(default_vmfb, func, inputs)
-            out = run_once(tuned_vmfb, func, inputs)
-            for a, b in zip(ref, out, strict=False):
-                if not np.allclose(a, b, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(a).max()))):
-                    raise AnsorError("tuned program output differs from IREE default")
-            times = time_alternately(
-                [Contender("IREE default", default_vmfb, func), Contender("ansor-mlir tuned", tuned_vmfb, func)],
-                inputs,
-            )
+            for vmfb in (tuned_vmfb, spec_vmfb):
+                for a, b in zip(ref, run_once(vmfb, func, inputs), strict=True):
+                    if not np.allclose(a, b, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(a).max()))):
+                        raise AnsorError(f"{vmfb.name}: output differs from IREE default")
+            contenders = [
+                Contender("IREE default", default_vmfb, func),
+                Contender("ansor-mlir tuned (iree-compile OUT.mlir)", tuned_vmfb, func),
+                Contender("IREE + emitted tuning spec", spec_vmfb, func),
+            ]
+            times = time_alternately(contenders, inputs)
     except AnsorError as exc:
         console.print(f"[red]error[/]: {exc}")
         return 1
