@@ -7,9 +7,7 @@ it (sketch zero). It is built by `task_extraction` and read everywhere else.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from math import prod
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -102,14 +100,3 @@ class Task:
     def with_weight(self, weight: int) -> Task:
         return Task(**{**self.__dict__, "weight": weight})
 
-    def to_json(self) -> str:
-        data = asdict(self)
-        return json.dumps(data, sort_keys=True)
-
-
-def loop_count(root: RootOp) -> int:
-    return len(root.loop_extents)
-
-
-def iteration_space(root: RootOp) -> int:
-    return prod(root.loop_extents)

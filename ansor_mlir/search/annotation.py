@@ -72,17 +72,3 @@ def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Ran
             return Candidate(task.key, sketch.index, tuple(sorted(values.items())))
     return None
 
-
-def sample_candidates(
-    sketches: list[Sketch], task: Task, target: Target, rng: random.Random, count: int
-) -> list[Candidate]:
-    """`count` random candidates spread over the sketches that have holes."""
-    open_sketches = [s for s in sketches if s.knobs] or sketches
-    out = []
-    for _ in range(count * 4):
-        if len(out) >= count:
-            break
-        candidate = sample_candidate(rng.choice(open_sketches), task, target, rng)
-        if candidate is not None:
-            out.append(candidate)
-    return out
