@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def tune(
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     opts = options or TuneOptions(trials=trials, log=Path(log), seed=seed, policy=policy, progress=progress)
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
     tuner = Tuner(tgt, opts, console)
     results = tuner.tune_module(text, name)
     if opts.progress:

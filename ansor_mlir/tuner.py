@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,7 +110,7 @@ class Tuner:
     def __init__(self, target: Target, options: TuneOptions, console: Console | None = None):
         self.target = target
         self.options = options
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, width=None if sys.stderr.isatty() else 140)
         self.rng = random.Random(options.seed)
         self.policy = make_policy(options.policy, target, self.rng)
         self.builder = Builder(target, workers=options.build_workers, timeout_s=options.compile_timeout_s)
