@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-from rich.console import Console
 
 from .errors import AnsorError
 from .iree_compiler import compile_to_phase
@@ -72,11 +69,10 @@ def tune(
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     opts = options or TuneOptions(trials=trials, log=Path(log), seed=seed, policy=policy, progress=progress)
-    console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
-    tuner = Tuner(tgt, opts, console)
+    tuner = Tuner(tgt, opts)
     results = tuner.tune_module(text, name)
     if opts.progress:
-        console.print(results_table(results))
+        tuner.console.print(results_table(results))
     return TuneResult(apply_best(text, opts.log, tgt, name), results, opts.log)
 
 

@@ -55,6 +55,12 @@ def ops_of(block: ir.Block) -> list[ir.Operation]:
     return [op.operation for op in block.operations]
 
 
+def indent(text: str, spaces: int) -> str:
+    """Indent every non-blank line; blank lines stay empty."""
+    pad = " " * spaces
+    return "\n".join(pad + line if line.strip() else "" for line in text.splitlines())
+
+
 def element_bytes(element_type: str) -> int:
     return ELEMENT_BYTES.get(element_type, 4)
 

@@ -83,12 +83,22 @@ def dispatch_function(exe: ir.Operation) -> ir.Operation:
     return [op for op in ops_of(inner.regions[0].blocks[0]) if op.name == "func.func"][0]
 
 
+def canonical_dispatch(
+    func: ir.Operation, ctx: ir.Context
+) -> tuple[str, str, list[str], list[str]] | None:
+    """(key, canonical task text, input types, output types) of a dispatch function."""
+    rebuilt = standalone_function(func)
+    if rebuilt is None:
+        return None
+    text, input_types, output_types = rebuilt
+    canonical = canonical_function(text, ctx)
+    return workload_key(canonical), canonical, input_types, output_types
+
+
 def dispatch_executable_key(exe: ir.Operation, ctx: ir.Context) -> str | None:
     """The workload key of a flow.executable (used when applying records)."""
-    standalone = standalone_function(dispatch_function(exe))
-    if standalone is None:
-        return None
-    return workload_key(canonical_function(standalone[0], ctx))
+    dispatch = canonical_dispatch(dispatch_function(exe), ctx)
+    return dispatch[0] if dispatch else None
 
 
 def compute_ops(func: ir.Operation) -> list[ir.Operation]:
@@ -184,18 +194,16 @@ def canonical_function(text: str, ctx: ir.Context) -> str:
 def task_from_dispatch(
     func: ir.Operation, exe_name: str, target: Target, ctx: ir.Context
 ) -> Task | None:
-    rebuilt = standalone_function(func)
-    if rebuilt is None:
+    dispatch = canonical_dispatch(func, ctx)
+    if dispatch is None:
         return None
-    text, input_types, output_types = rebuilt
-    canonical = canonical_function(text, ctx)
-    key = workload_key(canonical)
+    key, canonical, input_types, output_types = dispatch
     module = ir.Module.parse(canonical, ctx)
     task_func = module.body.operations[0].operation
     all_linalg = [op for op in ops_of(task_func.regions[0].blocks[0]) if op.name.startswith("linalg.")]
     pairs = [
         (op, generic)
-        for op, generic in zip(all_linalg, generalized_ops(canonical), strict=False)
+        for op, generic in zip(all_linalg, generalized_ops(canonical), strict=True)
         if op.name not in STRUCTURAL_SKIP
     ]
     linalg_ops = [op for op, _ in pairs]
@@ -250,7 +258,7 @@ def _loop_structure(op: ir.Operation) -> dict:
     iterators = [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     iterators = [re.sub(r"[^a-z]", "", it) for it in iterators]
     extents = [0] * len(iterators)
-    for amap, operand in zip(maps, op.operands, strict=False):
+    for amap, operand in zip(maps, op.operands, strict=True):
         if not isinstance(operand.type, ir.RankedTensorType) and "tensor<" not in str(operand.type):
             continue
         shape = ir.RankedTensorType(operand.type).shape

@@ -243,7 +243,7 @@ class Tuner:
         ])
         records = []
         results = []
-        for candidate, build in zip(batch, builds, strict=False):
+        for candidate, build in zip(batch, builds, strict=True):
             measured = self.runner.run(build, session.inputs, session.references)
             if build.vmfb_path:
                 Path(build.vmfb_path).unlink(missing_ok=True)

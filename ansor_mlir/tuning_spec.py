@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from iree.compiler import ir
 
-from .mlir_text import new_context, ops_of, parse_module
+from .mlir_text import indent, new_context, ops_of, parse_module
 from .task import IreeConfig, Task
 from .task_extraction import compute_ops, dispatch_executable_key, dispatch_function
 
@@ -30,11 +30,6 @@ def matcher_name(task: Task) -> str:
     return f"@ansor_match_{task.key}"
 
 
-def _indent(text: str, spaces: int) -> str:
-    pad = " " * spaces
-    return "\n".join(pad + line if line.strip() else line for line in text.splitlines())
-
-
 def matcher_prefix(task: Task) -> str:
     """The matcher's opening: root op name check plus the structural DAG match."""
     return (
@@ -42,7 +37,7 @@ def matcher_prefix(task: Task) -> str:
         " -> (!transform.any_op, !transform.any_param) {\n"
         f'    transform.match.operation_name %root ["{task.root.name}"] : !transform.any_op\n'
         "    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %root {\n"
-        f"{_indent(task.root.matcher_text, 4)}\n"
+        f"{indent(task.root.matcher_text, 4)}\n"
         "    } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)\n"
     )
 

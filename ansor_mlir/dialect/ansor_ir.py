@@ -33,7 +33,7 @@ from pathlib import Path
 from iree.compiler import ir
 
 from ..errors import AnsorError
-from ..mlir_text import new_context, ops_of, parse_module
+from ..mlir_text import indent, new_context, ops_of, parse_module
 from ..search.sketch import Sketch, TileKnob
 from ..task import Task
 from ..tuning_spec import matcher_prefix
@@ -80,11 +80,6 @@ def attr_dict(attrs: dict[str, str]) -> str:
     return "{" + ", ".join(f"{name} = {attrs[name]}" for name in sorted(attrs)) + "}"
 
 
-def _indent(text: str, spaces: int) -> str:
-    pad = " " * spaces
-    return "\n".join(pad + line if line.strip() else "" for line in text.splitlines())
-
-
 def _dedent(line: str, spaces: int) -> str:
     strip = min(spaces, len(line) - len(line.lstrip(" ")))
     return line[strip:]
@@ -111,7 +106,7 @@ def task_attrs(task: Task) -> dict[str, str]:
 
 def symbol_table(body: str) -> str:
     """`body` (ops text) inside a `builtin.module`, the symbol table a `func.func` needs as parent."""
-    return "module {\n" + _indent(body.strip("\n"), 2) + "\n}"
+    return "module {\n" + indent(body.strip("\n"), 2) + "\n}"
 
 
 def func_module(task: Task) -> str:
@@ -132,7 +127,7 @@ def task_op(task: Task, body: str) -> str:
         inner = symbol_table(inner)
     lines = ['"ansor.task"() ({']
     if inner:
-        lines.append(_indent(inner, 2))
+        lines.append(indent(inner, 2))
     lines.append("  transform.yield")
     lines.append("}) " + attr_dict(task_attrs(task)) + " : () -> ()")
     return "\n".join(lines)
@@ -212,7 +207,7 @@ def sketch_op(task: Task, sketch: Sketch) -> str:
 
 def module_text(ops: list[str]) -> str:
     """A top-level `module { ... }` holding `ops` (one text per op, in order)."""
-    inner = "\n".join(_indent(op.strip("\n"), 2) for op in ops)
+    inner = "\n".join(indent(op.strip("\n"), 2) for op in ops)
     return "module {\n" + (inner + "\n" if inner else "") + "}\n"
 
 
@@ -227,12 +222,6 @@ def attr_value(attr: ir.Attribute) -> object:
         return attr.value
     if isinstance(attr, ir.ArrayAttr):
         return [attr_value(item) for item in attr]
-    if ir.StringAttr.isinstance(attr):
-        return ir.StringAttr(attr).value
-    if ir.IntegerAttr.isinstance(attr):
-        return ir.IntegerAttr(attr).value
-    if ir.ArrayAttr.isinstance(attr):
-        return [attr_value(item) for item in ir.ArrayAttr(attr)]
     raise AnsorError(f"unexpected attribute {attr} in ansor IR")
 
 

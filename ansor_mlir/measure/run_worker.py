@@ -56,14 +56,14 @@ def time_module(request: dict) -> dict:
     host = [np.asarray(o.to_host()) for o in outputs]
     response: dict = {"max_abs_error": 0.0}
     if request.get("references"):
-        for out, ref_path in zip(host, request["references"], strict=False):
+        for out, ref_path in zip(host, request["references"], strict=True):
             ok, err = compare(out, np.load(ref_path))
             response["max_abs_error"] = max(response["max_abs_error"], err)
             if not ok:
                 response["wrong"] = True
                 return response
     if request.get("save_outputs"):
-        for out, path in zip(host, request["save_outputs"], strict=False):
+        for out, path in zip(host, request["save_outputs"], strict=True):
             np.save(path, out)
     for _ in range(request.get("warmup", 2)):
         fn(*args)

@@ -83,7 +83,7 @@ class MultiLevelTilingRule:
         reduction = tuple(lv for lv in levels if LEVEL_KIND[lv] == REDUCTION)
         knobs = []
         for dim, (extent, iterator) in enumerate(
-            zip(task.root.loop_extents, task.root.iterator_types, strict=False)
+            zip(task.root.loop_extents, task.root.iterator_types, strict=True)
         ):
             dim_levels = reduction if iterator == "reduction" else spatial
             knobs.append(TileKnob(name=f"d{dim}", dim=dim, extent=extent, levels=dim_levels))
