@@ -195,7 +195,35 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
         tile = inner[innermost.dim]
         if tile % lanes and tile != innermost.extent:
             return False
-    return True
+    return pipeline_consumer_vector_elements(sketch, values, task) * elem <= MAX_VECTOR_BYTES
+
+
+def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task) -> int:
+    """The largest vector an IREE pipeline gives a fused consumer with loops of its own.
+
+    IREE vectorizes such a consumer at the first tiling level below
+    distribution (the cache tile when there is one), and a consumer loop the
+    root does not have (softmax's normalisation over the root's reduction loop) is never
+    tiled: a 256-row cache tile of a 1536x128 softmax becomes a 256x128
+    vector, which IREE rejects (over 32 KiB). 41 of 64 random softmax
+    configurations failed this way before the check.
+    """
+    dag = td_strategy.task_dag(task)
+    if dag is None:
+        return 0
+    first_level = {}
+    for knob in tile_knobs(sketch.knobs):
+        inner = [i for i, lv in enumerate(knob.levels) if lv != "distribution"]
+        first_level[knob.dim] = values[knob.name][inner[0]] if inner else knob.extent
+    largest = 0
+    for c in dag.consumers:
+        mapped = td_strategy.dim_map(dag.ops, dag.root, c)
+        op = dag.ops[c]
+        if all(d in mapped or extent == 1 for d, extent in enumerate(op.extents)):
+            continue  # walks the root's loops only: fused at the register level (GMM's bias + relu)
+        size = prod(first_level.get(mapped[d], 1) if d in mapped else extent for d, extent in enumerate(op.extents))
+        largest = max(largest, size)
+    return largest
 
 
 def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Random) -> Candidate | None:

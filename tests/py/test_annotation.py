@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import random
 
-from ansor_mlir.search.annotation import divisors, is_valid, sample_candidate
+from ansor_mlir.search.annotation import divisors, is_valid, pipeline_consumer_vector_elements, sample_candidate
 from ansor_mlir.search.sketch import Candidate, render_config, tile_knobs
 from ansor_mlir.search.sketch_rules import generate_sketches
+from ansor_mlir.task import main_task
+from ansor_mlir.task_extraction import extract_tasks
 from ansor_mlir.tuning_spec import render_spec
+from ansor_mlir.workloads import make_workload
 
 
 def test_sketch_zero_is_iree_default(small_task, target):
@@ -67,3 +70,13 @@ def test_invalid_vector_tiles_are_rejected(small_task, target):
     assert not is_valid(sketch, huge, small_task, target)
     unaligned = {"d0": (8, 8), "d1": (24, 24) if 128 % 24 == 0 else (4, 4), "d2": (8,)}
     assert not is_valid(sketch, unaligned, small_task, target)
+
+
+def test_pipeline_rejects_consumer_vectors_iree_refuses(target):
+    """A softmax consumer is vectorized at the cache tile over the whole row: 64x128 floats is refused."""
+    workload = make_workload("softmax", (1536, 128))
+    task = main_task(extract_tasks(workload.mlir, target, "softmax"))
+    cached = [s for s in generate_sketches(task, target) if s.rules == ("multi-level-tiling-cached",)][0]
+    assert not is_valid(cached, {"d0": (256, 64, 16), "d1": (2, 2)}, task, target)
+    assert is_valid(cached, {"d0": (256, 16, 16), "d1": (2, 2)}, task, target)
+    assert pipeline_consumer_vector_elements(cached, {"d0": (256, 16, 16), "d1": (2, 2)}, task) == 16 * 128
