@@ -136,10 +136,18 @@ def is_valid_strategy(sketch: Sketch, values: dict[str, tuple[int, ...]], task: 
     inner = outputs[-1] if outputs else None
     if inner is not None and reg[inner] % lanes and reg[inner] != root.extents[inner]:
         return False
-    outer = "consumer_fusion" in values and td_strategy.FUSION.option(values["consumer_fusion"]) == "outer"
-    if outer and td_strategy.workgroup_output_elements(sketch, candidate, task) * elem > MAX_STACK_BYTES:
+    packed = td_strategy.PACKING in sketch.rules
+    outer = packed or (
+        "consumer_fusion" in values and td_strategy.FUSION.option(values["consumer_fusion"]) == "outer")
+    # Stack buffers: the root's workgroup output when consumers run after it, and packed panels.
+    stack = td_strategy.workgroup_output_elements(sketch, candidate, task) * elem if outer and dag.consumers else 0
+    if packed:
+        stack += td_strategy.packed_panel_bytes(sketch, candidate, task)
+    if stack > MAX_STACK_BYTES:
         return False
-    if any(td_strategy.has_interior_unit_dim(t) for t in td_strategy.output_tiles(sketch, candidate, task)):
+    # A packed strategy folds no unit dims, so interior unit tiles are fine there.
+    tiles = td_strategy.output_tiles(sketch, candidate, task)
+    if not packed and any(td_strategy.has_interior_unit_dim(t) for t in tiles):
         return False
     if td_strategy.PADDING in sketch.rules and not padded_tiles_are_sound(sketch, values, task, lanes):
         return False

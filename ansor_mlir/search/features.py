@@ -30,7 +30,7 @@ Feature list (`FEATURE_NAMES` holds the exact order; sizes are log2(1+x)):
             lane multiple, accumulator vector registers, register tile
             volume in vectors (unroll), innermost reduction register tile
   sketch:   pipeline family, IREE pipeline one-hot, has a cache level, is
-            IREE's default, is an rfactor sketch, one-hot of each built-in
+            IREE's default, is an rfactor / padded / packed sketch, one-hot of each built-in
             categorical knob (consumer fusion, cache write, contraction and
             reduction lowering), other categorical knobs hashed into slots
   target:   vector bytes, L1, L2, cores
@@ -49,7 +49,7 @@ import numpy as np
 from ..target import Target
 from ..task import Task
 from .sketch import TRANSFORM_FAMILY, Candidate, ChoiceKnob, Sketch, tile_knobs
-from .td_strategy import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING, codegen_root
+from .td_strategy import CACHE_WRITE, FUSION, LOWERING, PACKING, PADDING, REDUCTION_LOWERING, codegen_root
 
 LEVELS = ("wg", "cache", "reg")
 PIPELINES = ("DoubleTilingExpert", "Mmt4dTilingExpert", "ConvTileAndDecomposeExpert", "Default")
@@ -69,7 +69,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("workgroups", "wg_per_core", "load_balance", "wg_traffic_ratio")
     + ("vec_inner_lanes", "vec_lane_multiple", "vec_acc_regs", "vec_unroll", "vec_inner_red")
     + ("family_transform",) + tuple(f"pipeline_{p}" for p in PIPELINES)
-    + ("has_cache_level", "is_default", "is_rfactor")
+    + ("has_cache_level", "is_default", "is_rfactor", "is_padded", "is_packed")
     + tuple(f"{k.name}_{option}" for k in KNOWN_CHOICES for option in k.options)
     + tuple(f"choice_{i}" for i in range(CHOICE_SLOTS))
     + ("target_vector_bytes", "target_l1", "target_l2", "target_cores")
@@ -257,7 +257,8 @@ def featurize(task: Task, sketch: Sketch, candidate: Candidate, target: Target) 
     feats.append(float(sketch.family == TRANSFORM_FAMILY))
     feats += [float(sketch.pipeline == p) for p in PIPELINES]
     feats += [float("cache_parallel" in sketch.levels or "cache_reduction" in sketch.levels),
-              float(sketch.fixed_config is not None), float(any("rfactor" in r for r in sketch.rules))]
+              float(sketch.fixed_config is not None), float(any("rfactor" in r for r in sketch.rules)),
+              float(PADDING in sketch.rules), float(PACKING in sketch.rules)]
     values = dict(candidate.values)
     for known in KNOWN_CHOICES:
         chosen = values.get(known.name) if any(k == known for k in sketch.knobs) else None

@@ -187,6 +187,33 @@ class TransformPaddingRule:
         return [register_level_sketch(task, index, self.name, padded=True, rfactor=False)]
 
 
+@dataclass(frozen=True)
+class TransformPackingRule:
+    """Packed layout: a contraction's operands re-laid out with the vector loop innermost.
+
+    Applies when the output's vector loop reads an input across its rows
+    (`A @ B^T`: linear layers, attention scores). The sketch is the cached
+    multi-level tiling one (`SSRSRS`); above the register levels the root is
+    packed by its register vector tile (`[j/nr, k, nr]` panels of `B`, as
+    GotoBLAS and mmt4d do), so every register step reads whole vectors.
+    """
+
+    name: str = td_strategy.PACKING
+
+    def applies(self, task: Task, target: Target) -> bool:
+        dag = td_strategy.task_dag(task)
+        return dag is not None and bool(dag.packed_operands())
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        dag = td_strategy.task_dag(task)
+        assert dag is not None
+        levels = TransformTilingRule(with_cache=True).levels()
+        knobs = (*td_strategy.tiling_knobs(dag, levels), *td_strategy.consumer_knobs(dag),
+                 *td_strategy.choice_knobs(dag, rfactor=False, fusion=False))
+        return [Sketch(task.key, index, td_strategy.PIPELINE, levels, tuple(knobs),
+                       ("td-multi-level-tiling-cached", self.name), family=TRANSFORM_FAMILY)]
+
+
 def cpu_rules() -> list[SketchRule]:
     """The default rule list for `llvm-cpu` targets: both families."""
     return [
@@ -197,6 +224,7 @@ def cpu_rules() -> list[SketchRule]:
         TransformTilingRule(with_cache=True),
         TransformRfactorRule(),
         TransformPaddingRule(),
+        TransformPackingRule(),
     ]
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from math import prod
+from math import gcd, prod
 
 from ..task import LinalgOpInfo, Task
 from .sketch import LEVEL_KIND, REDUCTION, SPATIAL, Candidate, ChoiceKnob, Sketch, TileKnob, tile_knobs
@@ -41,6 +41,7 @@ ANY = "!transform.any_op"
 MAX_DISTRIBUTED = 3
 BLOCKS = ("z", "y", "x")
 PADDING = "padding"
+PACKING = "packing"
 # Largest loop whose divisors are all useless as a register tile is still tiled
 # well without padding: a loop over 8 with no divisor in 2..8 is prime-like.
 AWKWARD_LOOP = 8
@@ -180,6 +181,27 @@ class Dag:
                 return True
         return False
 
+    def packed_operands(self) -> tuple[int, ...]:
+        """Inputs of a contraction that the output's vector loop reads across (`B` of `A @ B^T`).
+
+        Such an operand is read with a stride along the vector: each register
+        tile gathers it element by element (TBS's `K[j, h, k]`, 35x slower
+        than IREE's default). Packing lays it out with the vector loop
+        innermost. Only plain (projected permutation) accesses are packed:
+        windows and strides stay with the other sketches.
+        """
+        root = self.ops[self.root]
+        outputs = output_dims(root)
+        vector = outputs[-1] if outputs else None
+        if vector is None or not self.is_contraction() or unit_register_dims(root):
+            return ()
+        packed = []
+        for i, amap in enumerate(root.indexing_maps[: root.num_inputs]):
+            dims = [_dims_of(expr) for expr in _map_results(amap)]
+            if any(vector in d for d in dims) and dims[-1] != [vector]:
+                packed.append(i)
+        return tuple(packed)
+
     def rfactor_pays(self, lanes: int) -> bool:
         """rfactor pays when the innermost loop is a long reduction with no reuse (rows, norms)."""
         root = self.ops[self.root]
@@ -241,9 +263,10 @@ def consumer_knobs(dag: Dag) -> list[TileKnob]:
     return knobs
 
 
-def choice_knobs(dag: Dag, rfactor: bool) -> list[ChoiceKnob]:
+def choice_knobs(dag: Dag, rfactor: bool, fusion: bool = True) -> list[ChoiceKnob]:
+    """`fusion=False`: consumers always run after the root (a packed root has no register tile to fuse into)."""
     knobs = []
-    if dag.consumers:
+    if dag.consumers and fusion:
         knobs.append(FUSION)
     if dag.ops[dag.root].reduction_dims and not rfactor:
         knobs.append(CACHE_WRITE)
@@ -271,14 +294,14 @@ class _Script:
     def add(self, line: str) -> None:
         self.lines.append("  " + line)
 
-    def tile_for(self, handle: str, sizes: list[int], base: str) -> tuple[str, list[str]]:
+    def tile_for(self, handle: str, sizes: list[int], base: str, handle_type: str = ANY) -> tuple[str, list[str]]:
         loops = [self.fresh(f"{base}_loop") for s in sizes if s]
         tiled = self.fresh(base)
         results = ", ".join([tiled, *loops])
         types = ", ".join([ANY] * (1 + len(loops)))
         self.add(
             f"{results} = transform.structured.tile_using_for {handle} tile_sizes {_ints(sizes)}"
-            f" : ({ANY}) -> ({types})"
+            f" : ({handle_type}) -> ({types})"
         )
         return tiled, loops
 
@@ -417,11 +440,16 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
     # parallel loops before its reduction loops are tiled (the accumulator tile is padded once, outside
     # the reduction loop), and along its reduction loops inside it.
     padded = PADDING in sketch.rules
+    packed = PACKING in sketch.rules
     parallel_dims = [d for d, it in enumerate(root.iterator_types) if it == "parallel"]
     for level in root_levels:
         sizes = tiles.per_level[level]
         if rfactor and level == "vector_reduction":
             continue
+        if packed and level.startswith("vector_"):
+            if level == "vector_common_parallel":
+                handles[dag.root] = _pack_root(s, handles[dag.root], dag, sketch, tiles)
+            sizes = _packed_sizes(sizes, dag, tiles.register)
         if padded and level == "vector_reduction":
             handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, "pad_par", parallel_dims)
         if any(sizes):
@@ -477,7 +505,10 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
     # 5. Vectorize, cache write (hoist accumulators), bufferize, lower vectors.
     s.add(f"%func = transform.structured.match ops{{[\"func.func\"]}} in %module : ({ANY}) -> {ANY}")
     s.patterns("%func", ["linalg.tiling_canonicalization", "scf.for_loop_canonicalization", "canonicalization"])
-    s.patterns("%func", ["linalg.fold_unit_extent_dims_via_slices", "canonicalization"])
+    if not packed:
+        # Unit window loops fold away so window tiles vectorize as contractions. A packed root has no
+        # windows, and its output tile has an interior unit loop (`[1, 8, 1, 32]`), which the fold breaks.
+        s.patterns("%func", ["linalg.fold_unit_extent_dims_via_slices", "canonicalization"])
     vectorize_padding = " <{vectorize_padding}>" if padded else ""
     s.add(f"%vfunc = transform.structured.vectorize_children_and_apply_patterns %func{vectorize_padding}"
           f" : ({ANY}) -> {ANY}")
@@ -494,8 +525,9 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
     s.add(f"%bfunc = transform.iree.bufferize %vfunc : ({ANY}) -> {ANY}")
     s.add(f"%mfunc = transform.structured.match ops{{[\"func.func\"]}} in %bfunc : ({ANY}) -> {ANY}")
     s.add(f"transform.iree.forall_to_workgroup %mfunc : ({ANY}) -> ()")
-    if padded:
-        # Pads that stay materialised (a fused consumer's input tile) bufferize to stack buffers in the loop.
+    if padded or packed:
+        # Pads that stay materialised (a fused consumer's input tile) and packed panels inside cache loops
+        # bufferize to stack buffers in the loop.
         s.add(f"transform.iree.hoist_static_alloc %mfunc : ({ANY}) -> ()")
     s.patterns("%mfunc", ["canonicalization"])
     s.add(f"transform.apply_cse to %mfunc : {ANY}")
@@ -518,6 +550,78 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
     s.add("transform.yield")
     header = f"transform.named_sequence @{name}(%module: {ANY} {{transform.readonly}}) {{"
     return "\n".join([header, *s.lines, "}"]) + "\n"
+
+
+GENERIC = '!transform.op<"linalg.generic">'
+PACK = '!transform.op<"linalg.pack">'
+UNPACK = '!transform.op<"linalg.unpack">'
+LOWERED_PACK = '(!transform.op<"tensor.pad">, !transform.op<"tensor.expand_shape">, !transform.op<"linalg.transpose">)'
+LOWERED_UNPACK = ('(!transform.op<"tensor.empty">, !transform.op<"linalg.transpose">, '
+                  '!transform.op<"tensor.collapse_shape">, !transform.op<"tensor.extract_slice">, '
+                  '!transform.op<"linalg.copy">)')
+
+
+def vector_loop(root: LinalgOpInfo) -> int:
+    """The loop a root's register tile is vectorized along: its output's innermost dimension."""
+    outputs = output_dims(root)
+    assert outputs and outputs[-1] is not None
+    return outputs[-1]
+
+
+def tile_before_register(sketch: Sketch, tiles: _Tiles, rank: int) -> list[int]:
+    """The root's tile per loop above the register levels (workgroup or cache tile)."""
+    current: list[int] = []
+    for d in range(rank):
+        outer = [tiles.per_level[lv][d] for lv in sketch.levels
+                 if not lv.startswith("vector_") and tiles.per_level.get(lv, [0] * rank)[d]]
+        current.append(outer[-1] if outer else 0)
+    return current
+
+
+def _pack_root(s: _Script, handle: str, dag: Dag, sketch: Sketch, tiles: _Tiles) -> str:
+    """Pack the root's operands along the vector loop by the register tile `nr`, above the register levels.
+
+    Every operand indexed by the vector loop gets a `[..., nr]` inner tile
+    (`transform.structured.pack`): the output's is a reshape (the vector loop
+    is already innermost), a transposed input's (`K[j, h, k]` ->
+    `[j/nr, h, k, nr]`) is a real transpose, tiled into `nr x gcd(k, nr)`
+    vector transposes. The packed root has one more loop (the inner `nr`).
+    """
+    root = dag.ops[dag.root]
+    rank = len(root.extents)
+    vector = vector_loop(root)
+    nr = tiles.register[vector]
+    extents = [size or root.extents[d] for d, size in enumerate(tile_before_register(sketch, tiles, rank))]
+    packed, generic = s.fresh("packed"), s.fresh("packed_any")
+    sizes = [nr if d == vector else 0 for d in range(rank)]
+    s.add(f"{packed} = transform.structured.pack {handle} packed_sizes = {_ints(sizes)} : ({ANY}) -> ({GENERIC})")
+    for operand, amap in enumerate(root.indexing_maps[: root.num_inputs + 1]):
+        dims = [_dims_of(expr) for expr in _map_results(amap)]
+        if not any(vector in d for d in dims):
+            continue
+        pack, lowered = s.fresh("pack"), [s.fresh("pad"), s.fresh("expand"), s.fresh("transpose")]
+        s.add(f"{pack} = transform.get_producer_of_operand {packed}[{operand}] : ({GENERIC}) -> ({PACK})")
+        s.add(f"{', '.join(lowered)} = transform.structured.lower_pack {pack} : ({PACK}) -> {LOWERED_PACK}")
+        if operand < root.num_inputs:
+            # The transpose's loops are the packed operand's dims: tile all but its two innermost.
+            inner = dims[-1][0]
+            transpose_tiles = [1] * len(dims) + [0]
+            transpose_tiles[-2] = gcd(extents[inner], nr)
+            s.tile_for(lowered[2], transpose_tiles, "pack_tr", '!transform.op<"linalg.transpose">')
+    unpack = s.fresh("unpack")
+    s.add(f"{unpack} = transform.get_consumers_of_result {packed}[0] : ({GENERIC}) -> ({UNPACK})")
+    lowered = [s.fresh(n) for n in ("empty", "utranspose", "collapse", "slice", "copy")]
+    s.add(f"{', '.join(lowered)} = transform.structured.lower_unpack {unpack} : ({UNPACK}) -> {LOWERED_UNPACK}")
+    s.add(f"{generic} = transform.cast {packed} : {GENERIC} to {ANY}")
+    return generic
+
+
+def _packed_sizes(sizes: list[int], dag: Dag, register: list[int]) -> list[int]:
+    """A register level's tile sizes in the packed root's loops: the vector loop counts whole `nr` blocks."""
+    vector = vector_loop(dag.ops[dag.root])
+    out = list(sizes) + [0]
+    out[vector] = 1 if sizes[vector] else 0
+    return out
 
 
 def register_tiles(sketch: Sketch, candidate: Candidate, task: Task) -> tuple[int, ...]:
@@ -598,6 +702,24 @@ def padded_panel_bytes(sketch: Sketch, candidate: Candidate, task: Task) -> int:
     total = 0
     for amap in root.indexing_maps:
         total += prod(_span(expr, sizes) for expr in _map_results(amap))
+    return total * task.root.element_bytes
+
+
+def packed_panel_bytes(sketch: Sketch, candidate: Candidate, task: Task) -> int:
+    """Bytes of the packed input panels (stack buffers): each input indexed by the vector loop, over the
+    root's tile above the register levels."""
+    dag = task_dag(task)
+    assert dag is not None
+    root = dag.ops[dag.root]
+    tiles = resolve_tiles(sketch, candidate, dag)
+    above = tile_before_register(sketch, tiles, len(root.extents))
+    extents = [size or root.extents[d] for d, size in enumerate(above)]
+    vector = vector_loop(root)
+    total = 0
+    for amap in root.indexing_maps[: root.num_inputs]:
+        dims = [_dims_of(expr) for expr in _map_results(amap)]
+        if any(vector in d for d in dims):
+            total += prod(extents[d[0]] for d in dims)
     return total * task.root.element_bytes
 
 

@@ -1,0 +1,121 @@
+"""Packed layout: a contraction read across its vector loop (`x @ W^T`) is packed, builds, runs and matches numpy."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import matmul_bias_relu
+
+from ansor_mlir.compare import run_once
+from ansor_mlir.iree_compiler import compile_to_phase
+from ansor_mlir.measure.builder import Builder
+from ansor_mlir.search.annotation import is_valid, sample_candidate
+from ansor_mlir.search.sketch import Candidate
+from ansor_mlir.search.sketch_rules import generate_sketches
+from ansor_mlir.search.td_strategy import PACKING, render_strategy, task_dag
+from ansor_mlir.task import main_task
+from ansor_mlir.task_extraction import extract_tasks
+from ansor_mlir.tuner import build_input
+from ansor_mlir.workloads import make_workload
+
+M, N, K = 32, 64, 96
+
+
+def linear_bias_relu(m: int, n: int, k: int, name: str = "linear") -> str:
+    """A linear layer: `relu(x @ W^T + b)` with `W` stored `[out, in]`, as PyTorch keeps it."""
+    return f"""
+func.func @{name}(%x: tensor<{m}x{k}xf32>, %w: tensor<{n}x{k}xf32>, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %mm = linalg.generic {{indexing_maps = [affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (j, k)>,
+                                         affine_map<(i, j, k) -> (i, j)>],
+                        iterator_types = ["parallel", "parallel", "reduction"]}}
+      ins(%x, %w : tensor<{m}x{k}xf32>, tensor<{n}x{k}xf32>) outs(%f : tensor<{m}x{n}xf32>) {{
+    ^bb0(%a: f32, %b: f32, %o: f32):
+      %p = arith.mulf %a, %b : f32
+      %s = arith.addf %o, %p : f32
+      linalg.yield %s : f32
+  }} -> tensor<{m}x{n}xf32>
+  %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
+                                        affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}}
+      ins(%mm, %bias : tensor<{m}x{n}xf32>, tensor<{n}xf32>) outs(%e : tensor<{m}x{n}xf32>) {{
+    ^bb0(%y: f32, %c: f32, %o: f32):
+      %s = arith.addf %y, %c : f32
+      %z = arith.maximumf %s, %cst : f32
+      linalg.yield %z : f32
+  }} -> tensor<{m}x{n}xf32>
+  return %r : tensor<{m}x{n}xf32>
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def packing(target):
+    mlir = linear_bias_relu(M, N, K)
+    task = main_task(extract_tasks(mlir, target, "linear"))
+    sketch = next(s for s in generate_sketches(task, target) if PACKING in s.rules)
+    return mlir, task, sketch
+
+
+def test_packing_only_where_an_input_is_read_across_the_vector_loop(target, packing):
+    _, task, sketch = packing
+    assert task_dag(task).packed_operands() == (1,)
+    assert "consumer_fusion" not in {k.name for k in sketch.knobs}
+    plain = main_task(extract_tasks(matmul_bias_relu(M, N, K), target, "mm"))
+    assert not any(PACKING in s.rules for s in generate_sketches(plain, target))
+    conv = main_task(extract_tasks(make_workload("C2D", (1, 14, 14, 3, 16, 3, 2, 1)).mlir, target, "C2D"))
+    assert not any(PACKING in s.rules for s in generate_sketches(conv, target))
+    tbs = main_task(extract_tasks(make_workload("TBS", (1, 16, 2, 16)).mlir, target, "TBS"))
+    assert any(PACKING in s.rules for s in generate_sketches(tbs, target))
+
+
+def values(k_cache: int) -> dict[str, tuple[int, ...]]:
+    """Workgroups of 32x64, a 32x32 cache tile over `k_cache` of K, 8x32 register tiles."""
+    return {"d0": (32, 32, 8), "d1": (64, 32, 32), "d2": (k_cache, 1), "cache_write": (0,), "lowering": (0,)}
+
+
+def test_packed_strategy_packs_the_transposed_operand(target, packing):
+    _, task, sketch = packing
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values(32).items())))
+    text = render_strategy(sketch, candidate, task, "s")
+    assert "transform.structured.pack %" in text and "packed_sizes = [0, 32, 0]" in text
+    assert "get_producer_of_operand" in text and "lower_unpack" in text
+    assert "fold_unit_extent_dims_via_slices" not in text
+
+
+def test_panels_over_the_stack_limit_are_rejected(target):
+    """IREE's stack is 32 KiB: a 32x64 output tile (8 KiB, the epilogue runs after the root) plus a
+    64x64 panel of `W` (16 KiB) fit; a 64x1024 panel (256 KiB) or a 64x128 one (32 KiB) does not."""
+    task = main_task(extract_tasks(linear_bias_relu(64, 64, 1024), target, "linear"))
+    sketch = next(s for s in generate_sketches(task, target) if PACKING in s.rules)
+    good = {"d0": (32, 32, 8), "d1": (64, 64, 32), "d2": (64, 1), "cache_write": (0,), "lowering": (0,)}
+    assert is_valid(sketch, good, task, target)
+    assert not is_valid(sketch, {**good, "d2": (128, 1)}, task, target)
+    assert not is_valid(sketch, {**good, "d2": (1024, 1)}, task, target)
+
+
+@pytest.mark.parametrize("k_cache", [K, 32])
+def test_packed_candidates_compile_run_and_match_numpy(target, packing, k_cache, tmp_path: Path):
+    mlir, task, sketch = packing
+    assert is_valid(sketch, values(k_cache), task, target)
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values(k_cache).items())))
+    flow = compile_to_phase(mlir, target.compile_flags(), "flow", "linear")
+    (build,) = Builder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow,
+                                                                            tmp_path / "c.vmfb")])
+    assert build.vmfb_path, f"{build.error.value} {build.message}"
+    rng = np.random.default_rng(0)
+    x, w, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (N, K), (N,)))
+    (got,) = run_once(Path(build.vmfb_path), "linear", [x, w, bias])
+    np.testing.assert_allclose(got, np.maximum(x @ w.T + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_sampled_packed_candidates_are_valid_and_deterministic(target, packing):
+    _, task, sketch = packing
+    first = [sample_candidate(sketch, task, target, random.Random(s)) for s in range(8)]
+    assert first == [sample_candidate(sketch, task, target, random.Random(s)) for s in range(8)]
+    assert all(c is not None and is_valid(sketch, dict(c.values), task, target) for c in first)
