@@ -141,8 +141,8 @@ def register_level_sketch(task: Task, index: int, rule: str, padded: bool, rfact
     dag = td_strategy.task_dag(task)
     assert dag is not None
     levels = ("distribution", "vector_common_parallel", "vector_reduction", "vector_inner_parallel")
-    knobs = (*td_strategy.tiling_knobs(dag, levels, padded=padded), *td_strategy.consumer_knobs(dag),
-             *td_strategy.choice_knobs(dag, rfactor=rfactor))
+    knobs = (*td_strategy.tiling_knobs(dag, levels, padded=padded, rules=(rule,)),
+             *td_strategy.consumer_knobs(dag), *td_strategy.choice_knobs(dag, rfactor=rfactor))
     return Sketch(task.key, index, td_strategy.PIPELINE, levels, tuple(knobs),
                   ("td-multi-level-tiling", rule), family=TRANSFORM_FAMILY)
 
@@ -214,6 +214,29 @@ class TransformPackingRule:
                        ("td-multi-level-tiling-cached", self.name), family=TRANSFORM_FAMILY)]
 
 
+@dataclass(frozen=True)
+class TransformDecomposeRule:
+    """Convolution decomposition: register tiles of several output pixels over strided windows.
+
+    Applies to 2-D convolutions (NHWC x HWCF, any stride or dilation). The
+    other sketches keep every window loop unit at the register level (a
+    strided window `2 * ow + kw` is no projected permutation), so a register
+    tile holds one output pixel. Here only `oh` and `kh` are unit: the tile
+    is specialized to `linalg.conv_2d_nhwc_hwcf` and decomposed into a 1-D
+    convolution, which the vectorizer lowers with strided reads over `ow`
+    (IREE's `ConvTileAndDecomposeExpert` does the same).
+    """
+
+    name: str = td_strategy.DECOMPOSE
+
+    def applies(self, task: Task, target: Target) -> bool:
+        dag = td_strategy.task_dag(task)
+        return dag is not None and td_strategy.conv_2d_loops(dag.ops[dag.root]) is not None
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        return [register_level_sketch(task, index, self.name, padded=False, rfactor=False)]
+
+
 def cpu_rules() -> list[SketchRule]:
     """The default rule list for `llvm-cpu` targets: both families."""
     return [
@@ -225,6 +248,7 @@ def cpu_rules() -> list[SketchRule]:
         TransformRfactorRule(),
         TransformPaddingRule(),
         TransformPackingRule(),
+        TransformDecomposeRule(),
     ]
 
 

@@ -42,6 +42,7 @@ MAX_DISTRIBUTED = 3
 BLOCKS = ("z", "y", "x")
 PADDING = "padding"
 PACKING = "packing"
+DECOMPOSE = "decompose"
 # Largest loop whose divisors are all useless as a register tile is still tiled
 # well without padding: a loop over 8 with no divisor in 2..8 is prime-like.
 AWKWARD_LOOP = 8
@@ -122,6 +123,40 @@ def unit_register_dims(op: LinalgOpInfo) -> set[int]:
             keep = free[0] if len(free) == 1 and "*" not in expr.split("+")[0] else None
             forced |= {d for d in _dims_of(expr) if d != keep}
     return forced
+
+
+def conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int, int] | None:
+    """Loops `(n, oh, ow, co, kh, kw, ci)` of an NHWC x HWCF convolution (strided, dilated), else None.
+
+    This is the form IREE's codegen sees for a 2-D convolution (the batch
+    loop re-inserted): `transform.structured.specialize` turns it back into
+    `linalg.conv_2d_nhwc_hwcf`, which `transform.structured.decompose` splits
+    into 1-D convolutions once `oh` and `kh` are unit.
+    """
+    if op.num_inputs != 2 or len(op.indexing_maps) != 3 or not {"arith.mulf", "arith.addf"} <= set(op.body_ops):
+        return None
+    inp, flt, out = (_map_results(m) for m in op.indexing_maps)
+    if not (len(inp) == len(flt) == len(out) == 4) or not all(re.fullmatch(r"d\d+", e) for e in flt + out):
+        return None
+    n, oh, ow, co = (int(e[1:]) for e in out)
+    kh, kw, ci, co_f = (int(e[1:]) for e in flt)
+    if co_f != co or inp[0] != f"d{n}" or inp[3] != f"d{ci}":
+        return None
+    if set(_dims_of(inp[1])) != {oh, kh} or set(_dims_of(inp[2])) != {ow, kw}:
+        return None
+    kinds = ["parallel"] * 4 + ["reduction"] * 3
+    if [op.iterator_types[d] for d in (n, oh, ow, co, kh, kw, ci)] != kinds:
+        return None
+    return n, oh, ow, co, kh, kw, ci
+
+
+def forced_unit_dims(rules: tuple[str, ...], op: LinalgOpInfo) -> set[int]:
+    """Loops a sketch's register tile keeps unit: `unit_register_dims`, or only `oh` and `kh` when the
+    convolution is decomposed into 1-D convolutions (which vectorize strided windows themselves)."""
+    loops = conv_2d_loops(op) if DECOMPOSE in rules else None
+    if loops is None:
+        return unit_register_dims(op)
+    return {loops[1], loops[4]}
 
 
 @dataclass(frozen=True)
@@ -219,15 +254,18 @@ def task_dag(task: Task) -> Dag | None:
 # ---- sketches ------------------------------------------------------------------
 
 
-def tiling_knobs(dag: Dag, levels: tuple[str, ...], padded: bool = False) -> list[TileKnob]:
+def tiling_knobs(
+    dag: Dag, levels: tuple[str, ...], padded: bool = False, rules: tuple[str, ...] = ()
+) -> list[TileKnob]:
     """One tile knob per non-unit loop of the root, over the levels of its kind.
 
     With `padded`, register tiles of parallel loops (and of reduction loops of
     contractions, where a zero operand adds nothing) may be non-divisors.
+    Loops `forced_unit_dims(rules, root)` have no register level.
     """
     root = dag.ops[dag.root]
     distributed = dag.distributed_dims()
-    forced = unit_register_dims(root)
+    forced = forced_unit_dims(rules, root)
     knobs = []
     for d, (extent, iterator) in enumerate(zip(root.extents, root.iterator_types, strict=True)):
         if extent <= 1:
@@ -347,7 +385,7 @@ class _Tiles:
 def resolve_tiles(sketch: Sketch, candidate: Candidate, dag: Dag) -> _Tiles:
     root = dag.ops[dag.root]
     values = dict(candidate.values)
-    forced = unit_register_dims(root)
+    forced = forced_unit_dims(sketch.rules, root)
     current = list(root.extents)
     per_level: dict[str, list[int]] = {}
     for level in sketch.levels:
@@ -456,6 +494,14 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
             handles[dag.root], _ = s.tile_for(handles[dag.root], sizes, f"r{level[:3]}_")
     if padded and root.reduction_dims:
         handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, "pad_red", root.reduction_dims)
+    decomposed = DECOMPOSE in sketch.rules
+    if decomposed:
+        # The register tile (unit oh and kh) becomes `linalg.conv_2d_nhwc_hwcf`, then a 1-D convolution
+        # that the vectorizer handles with strided windows (several output pixels per tile).
+        named, conv_1d = s.fresh("conv2d"), s.fresh("conv1d")
+        s.add(f"{named} = transform.structured.specialize {handles[dag.root]} : ({ANY}) -> {ANY}")
+        s.add(f"{conv_1d} = transform.structured.decompose {named} : ({ANY}) -> {ANY}")
+        handles[dag.root] = conv_1d
     if rfactor:
         split_sizes = tiles.per_level.get("vector_reduction", [0] * len(root.extents))
         inner_red = [0] * len(root.extents)
@@ -505,9 +551,10 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
     # 5. Vectorize, cache write (hoist accumulators), bufferize, lower vectors.
     s.add(f"%func = transform.structured.match ops{{[\"func.func\"]}} in %module : ({ANY}) -> {ANY}")
     s.patterns("%func", ["linalg.tiling_canonicalization", "scf.for_loop_canonicalization", "canonicalization"])
-    if not packed:
+    if not packed and not decomposed:
         # Unit window loops fold away so window tiles vectorize as contractions. A packed root has no
-        # windows, and its output tile has an interior unit loop (`[1, 8, 1, 32]`), which the fold breaks.
+        # windows, and its output tile has an interior unit loop (`[1, 8, 1, 32]`), which the fold breaks;
+        # a 1-D convolution would fold back into a generic the vectorizer cannot handle.
         s.patterns("%func", ["linalg.fold_unit_extent_dims_via_slices", "canonicalization"])
     vectorize_padding = " <{vectorize_padding}>" if padded else ""
     s.add(f"%vfunc = transform.structured.vectorize_children_and_apply_patterns %func{vectorize_padding}"

@@ -1,0 +1,73 @@
+"""Convolution decomposition: register tiles of several output pixels over strided and dilated windows."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ansor_mlir.compare import run_once
+from ansor_mlir.iree_compiler import compile_to_phase
+from ansor_mlir.measure.builder import Builder
+from ansor_mlir.search.annotation import is_valid, sample_candidate
+from ansor_mlir.search.sketch import Candidate, tile_knobs
+from ansor_mlir.search.sketch_rules import generate_sketches
+from ansor_mlir.search.td_strategy import DECOMPOSE, conv_2d_loops, render_strategy, task_dag
+from ansor_mlir.task import main_task
+from ansor_mlir.task_extraction import extract_tasks
+from ansor_mlir.tuner import build_input
+from ansor_mlir.workloads import make_workload
+
+C2D = (1, 14, 14, 3, 16, 3, 2, 1)  # stride 2: 7x7 outputs
+DIL = (1, 14, 14, 3, 16, 3, 1, 1, 2)  # dilation 2: 12x12 outputs
+
+
+def main_of(name: str, shape: tuple[int, ...], target):
+    workload = make_workload(name, shape)
+    return workload, main_task(extract_tasks(workload.mlir, target, name))
+
+
+@pytest.mark.parametrize("name, shape, expected", [
+    ("C2D", C2D, True), ("DIL", DIL, True), ("ConvLayer", (1, 14, 14, 8, 16, 3, 2, 1), True),
+    ("GRP", (1, 8, 8, 16, 32, 3, 2, 1, 1, 4), False), ("DEP", (1, 8, 8, 16, 3, 1, 1), False),
+    ("GMM", (1, 32, 32, 32), False),
+])
+def test_decompose_sketch_only_for_2d_convolutions(target, name, shape, expected):
+    _, task = main_of(name, shape, target)
+    assert (conv_2d_loops(task_dag(task).ops[task_dag(task).root]) is not None) == expected
+    assert any(DECOMPOSE in s.rules for s in generate_sketches(task, target)) == expected
+
+
+def test_only_oh_and_kh_are_unit_and_the_strategy_decomposes(target):
+    _, task = main_of("C2D", C2D, target)
+    sketch = next(s for s in generate_sketches(task, target) if DECOMPOSE in s.rules)
+    n, oh, ow, co, kh, kw, ci = conv_2d_loops(task_dag(task).ops[task_dag(task).root])
+    register = {k.dim for k in tile_knobs(sketch.knobs) if any(lv.startswith("vector_") for lv in k.levels)}
+    assert ow in register and kw in register and oh not in register and kh not in register
+    candidate = sample_candidate(sketch, task, target, random.Random(0))
+    text = render_strategy(sketch, candidate, task, "s")
+    assert "transform.structured.specialize" in text and "transform.structured.decompose" in text
+    assert "fold_unit_extent_dims_via_slices" not in text
+
+
+@pytest.mark.parametrize("name, shape", [("C2D", C2D), ("DIL", DIL)])
+def test_multi_pixel_register_tiles_compile_run_and_match_numpy(target, name, shape, tmp_path: Path):
+    workload, task = main_of(name, shape, target)
+    sketch = next(s for s in generate_sketches(task, target) if DECOMPOSE in s.rules)
+    n, oh, ow, co, kh, kw, ci = conv_2d_loops(task_dag(task).ops[task_dag(task).root])
+    chains = {f"d{ow}": (task_dag(task).ops[task_dag(task).root].extents[ow], 7 if name == "C2D" else 6),
+              f"d{co}": (16, 16), f"d{kw}": (1,), f"d{ci}": (3,)}
+    values = {k.name: chains.get(k.name, (k.extent,) * len(k.levels)) for k in tile_knobs(sketch.knobs)}
+    values |= {"cache_write": (0,), "lowering": (0,)}
+    assert is_valid(sketch, values, task, target), values
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    flow = compile_to_phase(workload.mlir, target.compile_flags(), "flow", name)
+    (build,) = Builder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow,
+                                                                            tmp_path / "c.vmfb")])
+    assert build.vmfb_path, f"{build.error.value} {build.message}"
+    inputs = workload.inputs(seed=0)
+    (got,) = run_once(Path(build.vmfb_path), workload.func_name, inputs)
+    (expected,) = workload.reference(inputs)
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4)
