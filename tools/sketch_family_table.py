@@ -142,7 +142,8 @@ def main() -> None:
     parser.add_argument("--entries", nargs="*", default=None, help="suite entries (default: all)")
     parser.add_argument("--shape", nargs="*", default=[], metavar="ENTRY=DIMS",
                         help="an entry at another shape (GMM=1,109,109,109), instead of the suite's first shapes")
-    parser.add_argument("--rule", default=None, help="screen only sketches derived by this rule (padding, rfactor)")
+    parser.add_argument("--rule", default=None,
+                        help="screen only sketches derived by this rule (padding, rfactor, packing, decompose)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also append each row as a JSON line here")
     parser.add_argument("-o", dest="output", default="-")
