@@ -24,7 +24,7 @@ import numpy as np
 from ..measure.measure_result import MeasureResult
 from ..target import Target
 from ..task import Task
-from .annotation import divisors, is_valid, sample_fresh
+from .annotation import divisors, is_valid, padded_register_options, sample_fresh, vector_knobs
 from .cost_model import CostModel, TrainingSet
 from .features import featurize_many
 from .sketch import Candidate, ChoiceKnob, Sketch
@@ -47,7 +47,8 @@ class EvolutionParams:
 
 
 def mutate(candidate: Candidate, sketch: Sketch, task: Task, target: Target, rng: random.Random) -> Candidate | None:
-    """Change one knob: re-pick one tile level (inner levels shrink to stay divisors) or one choice."""
+    """Change one knob: re-pick one tile level (inner levels shrink to stay divisors; a padded register
+    tile may become any padded size) or one choice."""
     values = dict(candidate.values)
     for _ in range(8):
         knob = rng.choice(sketch.knobs)
@@ -59,7 +60,11 @@ def mutate(candidate: Candidate, sketch: Sketch, task: Task, target: Target, rng
         else:
             level = rng.randrange(len(old))
             bound = knob.extent if level == 0 else old[level - 1]
-            options = [d for d in divisors(bound) if d != old[level]]
+            sizes = divisors(bound)
+            if knob.padded and level == len(old) - 1:
+                # Padded register tiles: whole vectors (or small row counts) that need not divide the loop.
+                sizes = padded_register_options(bound, vector_knobs(sketch, task, target).get(knob.name, 1))
+            options = [d for d in sizes if d != old[level]]
             if not options:
                 continue
             chain = list(old)

@@ -15,6 +15,9 @@ from ansor_mlir.search.evolutionary_search import EvolutionarySearch, EvolutionP
 from ansor_mlir.search.features import FEATURE_NAMES, featurize, footprint, parse_indexing_map, tile_plan
 from ansor_mlir.search.sketch import Candidate, TileKnob
 from ansor_mlir.search.sketch_rules import generate_sketches
+from ansor_mlir.task import main_task
+from ansor_mlir.task_extraction import extract_tasks
+from ansor_mlir.workloads import make_workload
 
 
 def test_conv_map_footprint_counts_the_halo():
@@ -92,6 +95,21 @@ def test_mutation_and_crossover_keep_chains_valid(small_task, target):
         if twin is not None:
             for name, value in twin.values:
                 assert value in (dict(parents[0].values)[name], dict(parents[1].values)[name])
+
+
+def test_mutation_proposes_padded_register_tiles(target):
+    """GMM 1x40x40x40 (40 columns: not whole 16-lane vectors): mutants of the padding sketch reach 48."""
+    task = main_task(extract_tasks(make_workload("GMM", (1, 40, 40, 40)).mlir, target, "GMM"))
+    sketch = next(s for s in generate_sketches(task, target) if "padding" in s.rules)
+    rng = random.Random(0)
+    parent = sample_candidate(sketch, task, target, rng)
+    seen = set()
+    for _ in range(300):
+        child = mutate(parent, sketch, task, target, rng)
+        if child is not None:
+            assert is_valid(sketch, dict(child.values), task, target)
+            seen |= {v[-1] for k, v in child.values if k == "d2"}
+    assert 48 in seen
 
 
 def test_evolution_never_proposes_measured_candidates_and_learns(small_task, target):
