@@ -139,8 +139,12 @@ def is_valid_strategy(sketch: Sketch, values: dict[str, tuple[int, ...]], task: 
     packed = td_strategy.PACKING in sketch.rules
     outer = packed or (
         "consumer_fusion" in values and td_strategy.FUSION.option(values["consumer_fusion"]) == "outer")
-    # Stack buffers: the root's workgroup output when consumers run after it, and packed panels.
-    stack = td_strategy.workgroup_output_elements(sketch, candidate, task) * elem if outer and dag.consumers else 0
+    # Stack buffers: the root's workgroup output when consumers run after it or when one workgroup
+    # covers the whole output (the one-iteration forall folds away and the output tile is allocated:
+    # 3 MiB for ConvLayer's 112x112x64, IREE's limit is 32 KiB), and packed panels.
+    wg_output = td_strategy.workgroup_output_elements(sketch, candidate, task)
+    whole = wg_output == prod(root.extents[d] if d is not None else 1 for d in outputs)
+    stack = wg_output * elem if (outer and dag.consumers) or whole else 0
     if packed:
         stack += td_strategy.packed_panel_bytes(sketch, candidate, task)
     if stack > MAX_STACK_BYTES:

@@ -80,3 +80,14 @@ def test_pipeline_rejects_consumer_vectors_iree_refuses(target):
     assert not is_valid(cached, {"d0": (256, 64, 16), "d1": (2, 2)}, task, target)
     assert is_valid(cached, {"d0": (256, 16, 16), "d1": (2, 2)}, task, target)
     assert pipeline_consumer_vector_elements(cached, {"d0": (256, 16, 16), "d1": (2, 2)}, task) == 16 * 128
+
+
+def test_one_workgroup_over_a_large_output_is_rejected(target):
+    """One workgroup over ConvLayer's whole 112x112x64 output: IREE allocates it on the stack (3 MiB)."""
+    workload = make_workload("ConvLayer", (1, 224, 224, 3, 64, 7, 2, 3))
+    task = main_task(extract_tasks(workload.mlir, target, "ConvLayer"))
+    cached = [s for s in generate_sketches(task, target) if s.rules == ("td-multi-level-tiling-cached",)][0]
+    values = {"cache_write": (1,), "consumer_fusion": (0,), "d1": (112, 2), "d2": (112, 2), "d3": (64, 64, 32),
+              "d4": (7,), "d5": (7,), "d6": (1, 1), "lowering": (0,)}
+    assert not is_valid(cached, values, task, target)
+    assert is_valid(cached, {**values, "d1": (56, 2)}, task, target)
