@@ -125,6 +125,16 @@ def unit_register_dims(op: LinalgOpInfo) -> set[int]:
     return forced
 
 
+def operands_along(op: LinalgOpInfo, loop: int) -> list[tuple[int, list[list[int]]]]:
+    """(operand index, loops of each of its dims) of every operand (inputs, then output) indexed by `loop`."""
+    found = []
+    for i, amap in enumerate(op.indexing_maps):
+        dims = [_dims_of(expr) for expr in _map_results(amap)]
+        if any(loop in d for d in dims):
+            found.append((i, dims))
+    return found
+
+
 def conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int, int] | None:
     """Loops `(n, oh, ow, co, kh, kw, ci)` of an NHWC x HWCF convolution (strided, dilated), else None.
 
@@ -230,12 +240,7 @@ class Dag:
         vector = outputs[-1] if outputs else None
         if vector is None or not self.is_contraction() or unit_register_dims(root):
             return ()
-        packed = []
-        for i, amap in enumerate(root.indexing_maps[: root.num_inputs]):
-            dims = [_dims_of(expr) for expr in _map_results(amap)]
-            if any(vector in d for d in dims) and dims[-1] != [vector]:
-                packed.append(i)
-        return tuple(packed)
+        return tuple(i for i, dims in operands_along(root, vector) if i < root.num_inputs and dims[-1] != [vector])
 
     def rfactor_pays(self, lanes: int) -> bool:
         """rfactor pays when the innermost loop is a long reduction with no reuse (rows, norms)."""
@@ -487,7 +492,7 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
         if packed and level.startswith("vector_"):
             if level == "vector_common_parallel":
                 handles[dag.root] = _pack_root(s, handles[dag.root], dag, sketch, tiles)
-            sizes = _packed_sizes(sizes, dag, tiles.register)
+            sizes = _packed_sizes(sizes, dag)
         if padded and level == "vector_reduction":
             handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, "pad_par", parallel_dims)
         if any(sizes):
@@ -615,13 +620,12 @@ def vector_loop(root: LinalgOpInfo) -> int:
     return outputs[-1]
 
 
-def tile_before_register(sketch: Sketch, tiles: _Tiles, rank: int) -> list[int]:
-    """The root's tile per loop above the register levels (workgroup or cache tile)."""
-    current: list[int] = []
-    for d in range(rank):
-        outer = [tiles.per_level[lv][d] for lv in sketch.levels
-                 if not lv.startswith("vector_") and tiles.per_level.get(lv, [0] * rank)[d]]
-        current.append(outer[-1] if outer else 0)
+def tile_above_register(sketch: Sketch, tiles: _Tiles, root: LinalgOpInfo) -> list[int]:
+    """The root's tile per loop above the register levels (cache, else workgroup tile, else whole loop)."""
+    current = list(root.extents)
+    for level in sketch.levels:
+        if not level.startswith("vector_"):
+            current = [size or extent for size, extent in zip(tiles.per_level[level], current, strict=True)]
     return current
 
 
@@ -635,17 +639,13 @@ def _pack_root(s: _Script, handle: str, dag: Dag, sketch: Sketch, tiles: _Tiles)
     vector transposes. The packed root has one more loop (the inner `nr`).
     """
     root = dag.ops[dag.root]
-    rank = len(root.extents)
     vector = vector_loop(root)
     nr = tiles.register[vector]
-    extents = [size or root.extents[d] for d, size in enumerate(tile_before_register(sketch, tiles, rank))]
+    extents = tile_above_register(sketch, tiles, root)
     packed, generic = s.fresh("packed"), s.fresh("packed_any")
-    sizes = [nr if d == vector else 0 for d in range(rank)]
+    sizes = [nr if d == vector else 0 for d in range(len(root.extents))]
     s.add(f"{packed} = transform.structured.pack {handle} packed_sizes = {_ints(sizes)} : ({ANY}) -> ({GENERIC})")
-    for operand, amap in enumerate(root.indexing_maps[: root.num_inputs + 1]):
-        dims = [_dims_of(expr) for expr in _map_results(amap)]
-        if not any(vector in d for d in dims):
-            continue
+    for operand, dims in operands_along(root, vector):
         pack, lowered = s.fresh("pack"), [s.fresh("pad"), s.fresh("expand"), s.fresh("transpose")]
         s.add(f"{pack} = transform.get_producer_of_operand {packed}[{operand}] : ({GENERIC}) -> ({PACK})")
         s.add(f"{', '.join(lowered)} = transform.structured.lower_pack {pack} : ({PACK}) -> {LOWERED_PACK}")
@@ -663,7 +663,7 @@ def _pack_root(s: _Script, handle: str, dag: Dag, sketch: Sketch, tiles: _Tiles)
     return generic
 
 
-def _packed_sizes(sizes: list[int], dag: Dag, register: list[int]) -> list[int]:
+def _packed_sizes(sizes: list[int], dag: Dag) -> list[int]:
     """A register level's tile sizes in the packed root's loops: the vector loop counts whole `nr` blocks."""
     vector = vector_loop(dag.ops[dag.root])
     out = list(sizes) + [0]
@@ -758,16 +758,9 @@ def packed_panel_bytes(sketch: Sketch, candidate: Candidate, task: Task) -> int:
     dag = task_dag(task)
     assert dag is not None
     root = dag.ops[dag.root]
-    tiles = resolve_tiles(sketch, candidate, dag)
-    above = tile_before_register(sketch, tiles, len(root.extents))
-    extents = [size or root.extents[d] for d, size in enumerate(above)]
-    vector = vector_loop(root)
-    total = 0
-    for amap in root.indexing_maps[: root.num_inputs]:
-        dims = [_dims_of(expr) for expr in _map_results(amap)]
-        if any(vector in d for d in dims):
-            total += prod(extents[d[0]] for d in dims)
-    return total * task.root.element_bytes
+    extents = tile_above_register(sketch, resolve_tiles(sketch, candidate, dag), root)
+    inputs = [dims for i, dims in operands_along(root, vector_loop(root)) if i < root.num_inputs]
+    return sum(prod(extents[d[0]] for d in dims) for dims in inputs) * task.root.element_bytes
 
 
 def workgroup_output_elements(sketch: Sketch, candidate: Candidate, task: Task) -> int:

@@ -7,14 +7,30 @@ import pytest
 from ansor_mlir.target import detect_host
 
 
-def matmul_bias_relu(m: int, n: int, k: int, name: str = "mm") -> str:
+def matmul_bias_relu(m: int, n: int, k: int, name: str = "mm", transpose_b: bool = False) -> str:
+    """`relu(a @ b + bias)`; with `transpose_b`, `b` is stored `[n, k]` (a linear layer's weight, `a @ b^T`)."""
+    if transpose_b:
+        b_type = f"tensor<{n}x{k}xf32>"
+        contraction = f"""linalg.generic {{indexing_maps = [affine_map<(i, j, l) -> (i, l)>,
+                                         affine_map<(i, j, l) -> (j, l)>,
+                                         affine_map<(i, j, l) -> (i, j)>],
+                        iterator_types = ["parallel", "parallel", "reduction"]}}
+      ins(%a, %b : tensor<{m}x{k}xf32>, {b_type}) outs(%f : tensor<{m}x{n}xf32>) {{
+    ^bb0(%p: f32, %q: f32, %acc: f32):
+      %t = arith.mulf %p, %q : f32
+      %u = arith.addf %acc, %t : f32
+      linalg.yield %u : f32
+  }} -> tensor<{m}x{n}xf32>"""
+    else:
+        b_type = f"tensor<{k}x{n}xf32>"
+        contraction = f"""linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, {b_type})
+      outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>"""
     return f"""
-func.func @{name}(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
+func.func @{name}(%a: tensor<{m}x{k}xf32>, %b: {b_type}, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
   %cst = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<{m}x{n}xf32>
   %f = linalg.fill ins(%cst : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %mm = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>)
-      outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %mm = {contraction}
   %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
                                         affine_map<(i, j) -> (i, j)>],
                        iterator_types = ["parallel", "parallel"]}}
@@ -27,7 +43,6 @@ func.func @{name}(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>, %bias: tenso
   return %r : tensor<{m}x{n}xf32>
 }}
 """
-
 
 @pytest.fixture(scope="session")
 def target():

@@ -24,34 +24,9 @@ from ansor_mlir.workloads import make_workload
 M, N, K = 32, 64, 96
 
 
-def linear_bias_relu(m: int, n: int, k: int, name: str = "linear") -> str:
+def linear_bias_relu(m: int, n: int, k: int) -> str:
     """A linear layer: `relu(x @ W^T + b)` with `W` stored `[out, in]`, as PyTorch keeps it."""
-    return f"""
-func.func @{name}(%x: tensor<{m}x{k}xf32>, %w: tensor<{n}x{k}xf32>, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
-  %cst = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %mm = linalg.generic {{indexing_maps = [affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (j, k)>,
-                                         affine_map<(i, j, k) -> (i, j)>],
-                        iterator_types = ["parallel", "parallel", "reduction"]}}
-      ins(%x, %w : tensor<{m}x{k}xf32>, tensor<{n}x{k}xf32>) outs(%f : tensor<{m}x{n}xf32>) {{
-    ^bb0(%a: f32, %b: f32, %o: f32):
-      %p = arith.mulf %a, %b : f32
-      %s = arith.addf %o, %p : f32
-      linalg.yield %s : f32
-  }} -> tensor<{m}x{n}xf32>
-  %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
-                                        affine_map<(i, j) -> (i, j)>],
-                       iterator_types = ["parallel", "parallel"]}}
-      ins(%mm, %bias : tensor<{m}x{n}xf32>, tensor<{n}xf32>) outs(%e : tensor<{m}x{n}xf32>) {{
-    ^bb0(%y: f32, %c: f32, %o: f32):
-      %s = arith.addf %y, %c : f32
-      %z = arith.maximumf %s, %cst : f32
-      linalg.yield %z : f32
-  }} -> tensor<{m}x{n}xf32>
-  return %r : tensor<{m}x{n}xf32>
-}}
-"""
+    return matmul_bias_relu(m, n, k, name="linear", transpose_b=True)
 
 
 @pytest.fixture(scope="module")
