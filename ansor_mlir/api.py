@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import AnsorError
-from .iree_compiler import compile_to_phase
-from .records import Record, best_records, read_records
-from .search.sketch import TRANSFORM_FAMILY, Sketch
-from .search.sketch_rules import generate_sketches as _generate_sketches
-from .search.td_strategy import render_strategy, strategy_name
-from .target import Target, parse_target
-from .task import Task
-from .task_extraction import extract_tasks as _extract_tasks
-from .task_extraction import validate_input
-from .tuner import TaskResult, TuneOptions, Tuner, results_table
-from .tuning_spec import attach_configs, render_library, render_spec
+from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec
+from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Sketch
+from ansor_mlir.core.target import Target, parse_target
+from ansor_mlir.core.task import Task
+from ansor_mlir.database.records import Record, best_records, read_records
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
+from ansor_mlir.frontend.task_extraction import validate_input
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.space.sketch_rules import generate_sketches as _generate_sketches
+from ansor_mlir.space.td_strategy import render_strategy, strategy_name
+from ansor_mlir.tuning.tuner import TaskResult, TuneOptions, Tuner, results_table
 
 BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"
 

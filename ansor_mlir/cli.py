@@ -14,9 +14,9 @@ import sys
 import warnings
 from pathlib import Path
 
-from .errors import AnsorError
-from .passes.ansor_passes import run_pipeline
-from .passes.pass_options import PASSES, PassInvocation, parse_options, parse_pipeline
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.passes.ansor_passes import run_pipeline
+from ansor_mlir.passes.pass_options import PASSES, PassInvocation, parse_options, parse_pipeline
 
 
 class _PassAction(argparse.Action):

@@ -32,7 +32,7 @@ from math import prod
 
 import numpy as np
 
-from .errors import AnsorError
+from ansor_mlir.errors import AnsorError
 
 F32_BYTES = 4
 NEG_INF = "0xFF800000"

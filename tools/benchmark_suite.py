@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     from ansor_mlir.bench.contenders import Settings, select_contenders
     from ansor_mlir.bench.roofline import measure_roofline
     from ansor_mlir.bench.suite import TimingPlan, rescored, run_workload
+    from ansor_mlir.core.target import detect_host
     from ansor_mlir.errors import AnsorError
-    from ansor_mlir.target import detect_host
 
     args = parser().parse_args(argv)
     console = Console(stderr=True)

@@ -26,17 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ansor_mlir.compare import Contender, time_alternately
-from ansor_mlir.iree_compiler import compile_to_phase
+from ansor_mlir.core.schedule import FAMILIES
+from ansor_mlir.core.target import Target, detect_host
+from ansor_mlir.core.task import main_task
+from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder, BuildInput
+from ansor_mlir.measure.compare import Contender, time_alternately
 from ansor_mlir.measure.runner import Runner
-from ansor_mlir.search.annotation import sample_candidate
-from ansor_mlir.search.sketch import FAMILIES
-from ansor_mlir.search.sketch_rules import generate_sketches
-from ansor_mlir.target import Target, detect_host
-from ansor_mlir.task import main_task
-from ansor_mlir.task_extraction import extract_tasks
-from ansor_mlir.tuner import build_input, make_inputs, task_module
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.space.annotation import sample_candidate
+from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning.tuner import build_input, make_inputs, task_module
 from ansor_mlir.workloads import make_workload, suite_workloads
 
 CHUNK = 4

@@ -16,10 +16,10 @@ from rich.table import Table
 
 import ansor_mlir
 from ansor_mlir import api
-from ansor_mlir.compare import Contender, run_once, time_alternately
+from ansor_mlir.core.target import detect_host
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.iree_compiler import compile_vmfb, first_error_line
-from ansor_mlir.target import detect_host
+from ansor_mlir.measure.compare import Contender, run_once, time_alternately
+from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
 
 EXAMPLES = Path(ansor_mlir.__file__).parent / "examples"
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import AnsorError
-from ..target import Target
-from ..workloads import Workload
+from ansor_mlir.core.target import Target
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.workloads import Workload
 
 IREE_DATA_TILING = ("--iree-opt-data-tiling=true",)
 IREE_UKERNELS = ("--iree-opt-data-tiling=true", "--iree-llvmcpu-enable-ukernels=all")
@@ -90,7 +90,7 @@ def slug(workload: Workload) -> str:
 
 
 def _build(mlir: str, flags: list[str], out: Path) -> Path:
-    from ..iree_compiler import compile_vmfb, first_error_line
+    from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
 
     out.parent.mkdir(parents=True, exist_ok=True)
     result = compile_vmfb(mlir, flags, out)
@@ -104,7 +104,7 @@ def _iree_prepared(vmfb: Path, workload: Workload, inputs: list[np.ndarray], set
                    prepare_s: float, **extra) -> Prepared:
     import iree.runtime as rt
 
-    from ..compare import load_function
+    from ansor_mlir.measure.compare import load_function
 
     fn, config = load_function(vmfb, workload.func_name, settings.target.runtime_device())
     args = [rt.asdevicearray(config.device, x) for x in inputs]
@@ -139,7 +139,7 @@ def ansor_curve(log: Path, weights: dict[str, int], target_key: str) -> tuple[fl
     A point exists once every task has a measurement (IREE's default is
     measured first, so from the first trial of the last task on).
     """
-    from ..records import read_records
+    from ansor_mlir.database.records import read_records
 
     best: dict[str, float] = {}
     curve = []
@@ -155,7 +155,7 @@ def ansor_curve(log: Path, weights: dict[str, int], target_key: str) -> tuple[fl
 
 def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settings) -> Prepared:
     """Tune with the public API, then build the returned module with plain iree-compile."""
-    from .. import api
+    from ansor_mlir import api
 
     log = settings.out_dir / "logs" / f"{slug(workload)}.jsonl"
     start = time.perf_counter()
@@ -195,7 +195,7 @@ def prepare_numpy(workload: Workload, inputs: list[np.ndarray], settings: Settin
 
 def prepare_torch(workload: Workload, inputs: list[np.ndarray], settings: Settings) -> Prepared:
     try:
-        from .torch_ops import torch_op
+        from ansor_mlir.bench.torch_ops import torch_op
 
         op = torch_op(workload.name, op_args(workload), inputs, settings.threads)
     except ImportError:
@@ -209,7 +209,7 @@ def prepare_tvm(workload: Workload, inputs: list[np.ndarray], settings: Settings
     try:
         import tvm  # noqa: F401
 
-        from .tvm_ops import tvm_op
+        from ansor_mlir.bench.tvm_ops import tvm_op
     except ImportError as exc:
         raise Unavailable("skipped", f"TVM not installed (pip install -e '.[bench]'): {exc}") from None
     work_dir = settings.out_dir / "tvm" / slug(workload)

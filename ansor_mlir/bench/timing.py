@@ -1,6 +1,6 @@
 """Alternating timing of arbitrary zero-argument callables, and output checks.
 
-`ansor_mlir.compare.time_alternately` does this for IREE modules; the
+`ansor_mlir.measure.compare.time_alternately` does this for IREE modules; the
 benchmark also times PyTorch, numpy and TVM, so it alternates plain callables
 with the same scheme: every round runs each contender for a short slice in
 turn, so load from other processes on a shared machine hits all of them

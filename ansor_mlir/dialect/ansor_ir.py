@@ -32,12 +32,12 @@ from pathlib import Path
 
 from iree.compiler import ir
 
-from ..errors import AnsorError
-from ..mlir_text import indent, new_context, ops_of, parse_module
-from ..search.sketch import TRANSFORM_FAMILY, ChoiceKnob, Knob, Sketch
-from ..search.td_strategy import task_dag
-from ..task import Task
-from ..tuning_spec import matcher_prefix
+from ansor_mlir.codegen.tuning_spec import matcher_prefix
+from ansor_mlir.core.schedule import TRANSFORM_FAMILY, ChoiceKnob, Knob, Sketch
+from ansor_mlir.core.task import Task
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.mlir.context import indent, new_context, ops_of, parse_module
+from ansor_mlir.space.td_strategy import task_dag
 
 IRDL_PATH = Path(__file__).with_name("ansor.irdl.mlir")
 

@@ -11,12 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import AnsorError
-from ..iree_compiler import DEFAULT_MEMORY_BYTES, compile_vmfb, first_error_line
-from ..target import Target
-from ..task import IreeConfig
-from ..tuning_spec import attach_configs
-from .measure_result import BuildResult, ErrorKind
+from ansor_mlir.codegen.tuning_spec import attach_configs
+from ansor_mlir.core.measure_result import BuildResult, ErrorKind
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import IreeConfig
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.mlir.iree_compiler import DEFAULT_MEMORY_BYTES, compile_vmfb, first_error_line
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from ..target import Target
-from .measure_result import BuildResult, ErrorKind, MeasureResult
+from ansor_mlir.core.measure_result import BuildResult, ErrorKind, MeasureResult
+from ansor_mlir.core.target import Target
 
 
 @dataclass

@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from ..errors import AnsorError
+from ansor_mlir.errors import AnsorError
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..measure.measure_result import MeasureResult
-from ..target import Target
-from ..task import Task
-from .annotation import divisors, is_valid, padded_register_options, sample_fresh, vector_knobs
-from .cost_model import CostModel, TrainingSet
-from .features import featurize_many
-from .sketch import Candidate, ChoiceKnob, Sketch
+from ansor_mlir.core.measure_result import MeasureResult
+from ansor_mlir.core.schedule import Candidate, ChoiceKnob, Sketch
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task
+from ansor_mlir.model.cost_model import CostModel, TrainingSet
+from ansor_mlir.model.features import featurize_many
+from ansor_mlir.space.annotation import divisors, is_valid, padded_register_options, sample_fresh, vector_knobs
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import AnsorError
-from ..measure.measure_result import MeasureResult
-from ..target import Target
-from ..task import Task
-from .annotation import sample_fresh
-from .cost_model import CostModel
-from .evolutionary_search import EvolutionarySearch
-from .sketch import Candidate, Sketch
+from ansor_mlir.core.measure_result import MeasureResult
+from ansor_mlir.core.schedule import Candidate, Sketch
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.model.cost_model import CostModel
+from ansor_mlir.search.evolutionary_search import EvolutionarySearch
+from ansor_mlir.space.annotation import sample_fresh
 
 
 class SearchPolicy(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansor_mlir.target import detect_host
+from ansor_mlir.core.target import detect_host
 
 
 def matmul_bias_relu(m: int, n: int, k: int, name: str = "mm", transpose_b: bool = False) -> str:
@@ -56,7 +56,7 @@ def small_mm() -> str:
 
 @pytest.fixture(scope="session")
 def small_task(small_mm, target):
-    from ansor_mlir.task_extraction import extract_tasks
+    from ansor_mlir.frontend.task_extraction import extract_tasks
 
     tasks = extract_tasks(small_mm, target, "small_mm")
     assert len(tasks) == 1

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import random
 
-from ansor_mlir.search.annotation import divisors, is_valid, pipeline_consumer_vector_elements, sample_candidate
-from ansor_mlir.search.sketch import Candidate, render_config, tile_knobs
-from ansor_mlir.search.sketch_rules import generate_sketches
-from ansor_mlir.task import main_task
-from ansor_mlir.task_extraction import extract_tasks
-from ansor_mlir.tuning_spec import render_spec
+from ansor_mlir.codegen.tuning_spec import render_spec
+from ansor_mlir.core.schedule import Candidate, render_config, tile_knobs
+from ansor_mlir.core.task import main_task
+from ansor_mlir.frontend.task_extraction import extract_tasks
+from ansor_mlir.space.annotation import divisors, is_valid, pipeline_consumer_vector_elements, sample_candidate
+from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.workloads import make_workload
 
 

@@ -7,10 +7,10 @@ import subprocess
 import pytest
 from iree.compiler.tools.binaries import find_tool
 
+from ansor_mlir.core.schedule import Sketch, TileKnob
+from ansor_mlir.core.task import IreeConfig, RootOp, Task
 from ansor_mlir.dialect import ansor_ir
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.search.sketch import Sketch, TileKnob
-from ansor_mlir.task import IreeConfig, RootOp, Task
 
 T = "tensor<64x64xf32>"
 FUNC = f"""func.func @task(%a: {T}, %b: {T}) -> {T} {{
@@ -246,7 +246,7 @@ def test_func_and_sketches_in_one_task():
 
 
 def test_extracted_task_sketches_verify(small_task, target):
-    from ansor_mlir.search.sketch_rules import generate_sketches
+    from ansor_mlir.space.sketch_rules import generate_sketches
 
     sketches = generate_sketches(small_task, target)
     assert any(s.knobs for s in sketches) and any(not s.knobs for s in sketches)

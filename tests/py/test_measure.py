@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ansor_mlir.iree_compiler import compile_to_phase
+from ansor_mlir.core.measure_result import ErrorKind
+from ansor_mlir.core.task import IreeConfig
 from ansor_mlir.measure.builder import Builder, BuildInput
-from ansor_mlir.measure.measure_result import ErrorKind
 from ansor_mlir.measure.runner import Runner
-from ansor_mlir.task import IreeConfig
-from ansor_mlir.tuner import make_inputs, task_module
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.tuning.tuner import make_inputs, task_module
 
 GOOD = IreeConfig(
     "DoubleTilingExpert",
@@ -65,7 +65,7 @@ def test_compile_failures_are_data(tmp_path, target, small_task, flow):
 
 
 def test_missing_module_is_a_runtime_error(tmp_path, target, small_task, runner):
-    from ansor_mlir.measure.measure_result import BuildResult
+    from ansor_mlir.core.measure_result import BuildResult
 
     inputs = make_inputs(small_task, tmp_path, seed=0)
     ghost = BuildResult(str(tmp_path / "missing.vmfb"), ErrorKind.NONE, "", 0.0)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ansor_mlir.measure.measure_result import ErrorKind, MeasureResult
-from ansor_mlir.records import Record, append_records, best_records, read_records
-from ansor_mlir.search.sketch import Candidate
-from ansor_mlir.task import IreeConfig
+from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
+from ansor_mlir.core.schedule import Candidate
+from ansor_mlir.core.task import IreeConfig
+from ansor_mlir.database.records import Record, append_records, best_records, read_records
 
 CONFIG = IreeConfig("DoubleTilingExpert", (("distribution", (8, 8, 0)),))
 

@@ -7,16 +7,16 @@ import random
 import numpy as np
 import pytest
 
+from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
+from ansor_mlir.core.schedule import Candidate, TileKnob
+from ansor_mlir.core.task import main_task
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.measure.measure_result import ErrorKind, MeasureResult
-from ansor_mlir.search.annotation import divisors, is_valid, sample_candidate
-from ansor_mlir.search.cost_model import CostModel, TrainingSet, normalized_throughput
+from ansor_mlir.frontend.task_extraction import extract_tasks
+from ansor_mlir.model.cost_model import CostModel, TrainingSet, normalized_throughput
+from ansor_mlir.model.features import FEATURE_NAMES, featurize, footprint, parse_indexing_map, tile_plan
 from ansor_mlir.search.evolutionary_search import EvolutionarySearch, EvolutionParams, crossover, mutate
-from ansor_mlir.search.features import FEATURE_NAMES, featurize, footprint, parse_indexing_map, tile_plan
-from ansor_mlir.search.sketch import Candidate, TileKnob
-from ansor_mlir.search.sketch_rules import generate_sketches
-from ansor_mlir.task import main_task
-from ansor_mlir.task_extraction import extract_tasks
+from ansor_mlir.space.annotation import divisors, is_valid, sample_candidate
+from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.workloads import make_workload
 
 
@@ -133,7 +133,7 @@ def test_evolution_never_proposes_measured_candidates_and_learns(small_task, tar
 
 
 def test_every_sketch_of_a_batch1_conv_featurizes(target):
-    from ansor_mlir.task_extraction import extract_tasks
+    from ansor_mlir.frontend.task_extraction import extract_tasks
     from ansor_mlir.workloads import make_workload
 
     workload = make_workload("C2D", (1, 10, 10, 8, 16, 3, 1, 1))

@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ansor_mlir.compare import run_once
-from ansor_mlir.iree_compiler import compile_to_phase
+from ansor_mlir.core.schedule import FAMILIES
+from ansor_mlir.core.task import main_task
+from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder
-from ansor_mlir.search.annotation import sample_candidate
-from ansor_mlir.search.sketch import FAMILIES
-from ansor_mlir.search.sketch_rules import generate_sketches
-from ansor_mlir.task import main_task
-from ansor_mlir.task_extraction import extract_tasks
-from ansor_mlir.tuner import build_input
+from ansor_mlir.measure.compare import run_once
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.space.annotation import sample_candidate
+from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning.tuner import build_input
 from ansor_mlir.workloads import make_workload, suite_names
 
 # Reduced channels and spatial sizes, same generators and argument order as the suite.

@@ -6,7 +6,7 @@ import pytest
 from conftest import matmul_bias_relu
 
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.task_extraction import extract_tasks
+from ansor_mlir.frontend.task_extraction import extract_tasks
 
 
 def test_matmul_bias_relu_is_one_fused_task(small_task):

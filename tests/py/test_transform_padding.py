@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from conftest import matmul_bias_relu
 
-from ansor_mlir.compare import run_once
-from ansor_mlir.iree_compiler import compile_to_phase
+from ansor_mlir.core.schedule import Candidate, TileKnob
+from ansor_mlir.core.task import main_task
+from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder
-from ansor_mlir.search.annotation import is_valid, padded_register_options, sample_candidate
-from ansor_mlir.search.sketch import Candidate, TileKnob
-from ansor_mlir.search.sketch_rules import generate_sketches
-from ansor_mlir.search.td_strategy import PADDING
-from ansor_mlir.task import main_task
-from ansor_mlir.task_extraction import extract_tasks
-from ansor_mlir.tuner import build_input
+from ansor_mlir.measure.compare import run_once
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.space.annotation import is_valid, padded_register_options, sample_candidate
+from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.space.td_strategy import PADDING
+from ansor_mlir.tuning.tuner import build_input
 from ansor_mlir.workloads import make_workload
 
 # 40 columns are not a whole number of 16-lane vectors, 20 rows have no divisor in 3..8 but 4, 5.

@@ -12,9 +12,9 @@ import pytest
 from conftest import matmul_bias_relu
 
 from ansor_mlir import api
-from ansor_mlir.compare import run_once
-from ansor_mlir.iree_compiler import compile_vmfb, run_tool
-from ansor_mlir.records import read_records
+from ansor_mlir.database.records import read_records
+from ansor_mlir.measure.compare import run_once
+from ansor_mlir.mlir.iree_compiler import compile_vmfb, run_tool
 
 
 @pytest.fixture(scope="module")

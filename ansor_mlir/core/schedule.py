@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..task import IreeConfig, Task
+from ansor_mlir.core.task import IreeConfig, Task
 
 SPATIAL = "S"
 REDUCTION = "R"
@@ -137,7 +137,7 @@ def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfi
     values = dict(candidate.values)
     loops = len(task.root.loop_extents)
     if sketch.family == TRANSFORM_FAMILY and task.codegen_ops:
-        from .td_strategy import task_dag
+        from ansor_mlir.space.td_strategy import task_dag
 
         dag = task_dag(task)
         loops = len(dag.ops[dag.root].extents) if dag else loops

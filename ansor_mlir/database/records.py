@@ -15,10 +15,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import AnsorError
-from .measure.measure_result import ErrorKind, MeasureResult
-from .search.sketch import PIPELINE_FAMILY, Candidate
-from .task import IreeConfig
+from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
+from ansor_mlir.core.schedule import PIPELINE_FAMILY, Candidate
+from ansor_mlir.core.task import IreeConfig
+from ansor_mlir.errors import AnsorError
 
 # Version 2 adds the sketch family; version-1 logs (pipeline family only) still read.
 FORMAT_VERSION = 2

@@ -32,8 +32,8 @@ import re
 from dataclasses import dataclass
 from math import gcd, prod
 
-from ..task import LinalgOpInfo, Task
-from .sketch import LEVEL_KIND, REDUCTION, SPATIAL, Candidate, ChoiceKnob, Sketch, TileKnob, tile_knobs
+from ansor_mlir.core.schedule import LEVEL_KIND, REDUCTION, SPATIAL, Candidate, ChoiceKnob, Sketch, TileKnob, tile_knobs
+from ansor_mlir.core.task import LinalgOpInfo, Task
 
 TRANSFORM = "transform"
 PIPELINE = "TransformDialectCodegen"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.metrics import r2_score
 
-from .cost_model import CostModel, TrainingSet, normalized_throughput
+from ansor_mlir.model.cost_model import CostModel, TrainingSet, normalized_throughput
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..target import Target
-from ..task import Task
-from . import td_strategy
-from .sketch import LEVEL_KIND, LEVEL_ORDER, REDUCTION, SPATIAL, TRANSFORM_FAMILY, Sketch, TileKnob
+from ansor_mlir.core.schedule import LEVEL_KIND, LEVEL_ORDER, REDUCTION, SPATIAL, TRANSFORM_FAMILY, Sketch, TileKnob
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task
+from ansor_mlir.space import td_strategy
 
 
 class SketchRule(Protocol):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import Record
-from ..target import Target
-from ..task import Task
-from .cost_model import TrainingSet
-from .features import featurize_many
-from .sketch_rules import generate_sketches
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task
+from ansor_mlir.database.records import Record
+from ansor_mlir.model.cost_model import TrainingSet
+from ansor_mlir.model.features import featurize_many
+from ansor_mlir.space.sketch_rules import generate_sketches
 
 
 def task_samples(records: list[Record], task: Task, target: Target) -> tuple[np.ndarray, np.ndarray]:
@@ -41,7 +41,7 @@ def training_set(records: list[Record], tasks: list[Task], target: Target) -> Tr
 
 def tasks_by_module(modules: dict[str, str], target: Target) -> dict[str, list[Task]]:
     """Tasks of each named linalg module (e.g. suite workloads), keyed by that name."""
-    from ..task_extraction import extract_tasks
+    from ansor_mlir.frontend.task_extraction import extract_tasks
 
     return {name: extract_tasks(text, target, name) for name, text in modules.items()}
 

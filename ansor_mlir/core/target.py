@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 
-from .errors import AnsorError
+from ansor_mlir.errors import AnsorError
 
 KNOWN_BACKENDS = ("llvm-cpu",)
 

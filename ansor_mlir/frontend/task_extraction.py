@@ -16,11 +16,11 @@ from math import prod
 
 from iree.compiler import ir
 
-from .errors import AnsorError
-from .iree_compiler import compile_to_phase, first_error_line, run_tool
-from .mlir_text import element_bytes, new_context, op_text, ops_of, parse_module, tensor_shape
-from .target import Target
-from .task import IreeConfig, LinalgOpInfo, RootOp, Task
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, RootOp, Task
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.mlir.context import element_bytes, new_context, op_text, ops_of, parse_module, tensor_shape
+from ansor_mlir.mlir.iree_compiler import compile_to_phase, first_error_line, run_tool
 
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
 STORE = "iree_tensor_ext.dispatch.tensor.store"

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import xgboost as xgb
 
-from ..errors import AnsorError
-from .features import FEATURE_NAMES
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.model.features import FEATURE_NAMES
 
 # Close to Ansor's XGBModel parameters, with fewer rounds: we retrain after
 # every measured batch and the data sets are small.

@@ -11,10 +11,19 @@ import random
 from functools import lru_cache
 from math import prod
 
-from ..target import Target
-from ..task import Task
-from . import td_strategy
-from .sketch import REDUCTION, TRANSFORM_FAMILY, Candidate, ChoiceKnob, Knob, Sketch, TileKnob, tile_knobs
+from ansor_mlir.core.schedule import (
+    REDUCTION,
+    TRANSFORM_FAMILY,
+    Candidate,
+    ChoiceKnob,
+    Knob,
+    Sketch,
+    TileKnob,
+    tile_knobs,
+)
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task
+from ansor_mlir.space import td_strategy
 
 # IREE's CPU backend rejects vectors above 32 KiB; we stay well inside it so
 # unrolled vector code (and compile time) stays small.

@@ -11,7 +11,7 @@ import re
 
 from iree.compiler import ir
 
-from .errors import AnsorError
+from ansor_mlir.errors import AnsorError
 
 ELEMENT_BYTES = {
     "f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i1": 1,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from iree.compiler import ir
 
-from .mlir_text import indent, new_context, ops_of, parse_module
-from .task import IreeConfig, Task
-from .task_extraction import compute_ops, dispatch_executable_key, dispatch_function
+from ansor_mlir.core.task import IreeConfig, Task
+from ansor_mlir.frontend.task_extraction import compute_ops, dispatch_executable_key, dispatch_function
+from ansor_mlir.mlir.context import indent, new_context, ops_of, parse_module
 
 SPEC_HEADER = "module @ansor_tuning_spec attributes { transform.with_named_sequence } {\n"
 

@@ -46,10 +46,18 @@ from math import ceil, log2, prod
 
 import numpy as np
 
-from ..target import Target
-from ..task import Task
-from .sketch import TRANSFORM_FAMILY, Candidate, ChoiceKnob, Sketch, tile_knobs
-from .td_strategy import CACHE_WRITE, FUSION, LOWERING, PACKING, PADDING, REDUCTION_LOWERING, codegen_root
+from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate, ChoiceKnob, Sketch, tile_knobs
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task
+from ansor_mlir.space.td_strategy import (
+    CACHE_WRITE,
+    FUSION,
+    LOWERING,
+    PACKING,
+    PADDING,
+    REDUCTION_LOWERING,
+    codegen_root,
+)
 
 LEVELS = ("wg", "cache", "reg")
 PIPELINES = ("DoubleTilingExpert", "Mmt4dTilingExpert", "ConvTileAndDecomposeExpert", "Default")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from iree.compiler.tools import binaries
 
-from .errors import AnsorError
+from ansor_mlir.errors import AnsorError
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_BYTES = 4 * 1024**3
