@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec
 from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Sketch
 from ansor_mlir.core.target import Target, parse_target
@@ -15,7 +16,6 @@ from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.sketch_rules import generate_sketches as _generate_sketches
-from ansor_mlir.space.td_strategy import render_strategy, strategy_name
 from ansor_mlir.tuning.tuner import TaskResult, TuneOptions, Tuner, results_table
 
 BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"

@@ -33,12 +33,12 @@ from ansor_mlir import api
 from ansor_mlir.core.target import Target, detect_host
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, append_records, read_records
+from ansor_mlir.database.training_data import grouped_sets, training_set
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.measure.compare import Contender, run_once, time_alternately
 from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
 from ansor_mlir.model.cost_model import CostModel
 from ansor_mlir.model.model_quality import leave_one_out
-from ansor_mlir.model.training_data import grouped_sets, training_set
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner
 from ansor_mlir.workloads import Workload, parse_workload_specs
 

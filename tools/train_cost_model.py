@@ -20,10 +20,10 @@ import numpy as np
 
 from ansor_mlir.core.target import detect_host
 from ansor_mlir.database.records import read_records
+from ansor_mlir.database.training_data import grouped_sets, tasks_by_module
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.model.cost_model import PRETRAINED, CostModel, TrainingSet
 from ansor_mlir.model.model_quality import leave_one_out
-from ansor_mlir.model.training_data import grouped_sets, tasks_by_module
 from ansor_mlir.workloads import parse_workload_specs, suite_names, suite_shapes
 
 SHIPPED = Path(__file__).resolve().parent.parent / "ansor_mlir" / "data" / PRETRAINED

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ansor_mlir.core.task import IreeConfig, Task
+from ansor_mlir.core.task import IreeConfig
 
 SPATIAL = "S"
 REDUCTION = "R"
@@ -32,6 +32,8 @@ LEVEL_ORDER = tuple(LEVEL_KIND)
 PIPELINE_FAMILY = "pipeline"
 TRANSFORM_FAMILY = "transform"
 FAMILIES = (PIPELINE_FAMILY, TRANSFORM_FAMILY)
+# The IREE pipeline name a transform sketch stands for (IREE runs the strategy instead of a pipeline).
+PIPELINE = "TransformDialectCodegen"
 
 
 @dataclass(frozen=True)
@@ -121,31 +123,3 @@ class Candidate:
     def identity(self) -> str:
         """A stable string identifying the candidate (for de-duplication)."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-
-
-def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfig:
-    """The IREE configuration a candidate stands for.
-
-    For a transform sketch this is a summary (its tile sizes per level, over
-    the loops of the root as IREE's codegen sees it); the program itself is
-    `td_strategy.render_strategy`.
-    """
-    if sketch.fixed_config is not None:
-        return sketch.fixed_config
-    if not sketch.knobs:
-        return IreeConfig(pipeline=sketch.pipeline, levels=())
-    values = dict(candidate.values)
-    loops = len(task.root.loop_extents)
-    if sketch.family == TRANSFORM_FAMILY and task.codegen_ops:
-        from ansor_mlir.space.td_strategy import task_dag
-
-        dag = task_dag(task)
-        loops = len(dag.ops[dag.root].extents) if dag else loops
-    levels = []
-    for level in sketch.levels:
-        sizes = [0] * loops
-        for knob in tile_knobs(sketch.knobs):
-            if level in knob.levels and knob.name == f"d{knob.dim}" and knob.dim < loops:
-                sizes[knob.dim] = values[knob.name][knob.levels.index(level)]
-        levels.append((level, tuple(sizes)))
-    return IreeConfig(pipeline=sketch.pipeline, levels=tuple(levels))

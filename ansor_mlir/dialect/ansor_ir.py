@@ -37,7 +37,7 @@ from ansor_mlir.core.schedule import TRANSFORM_FAMILY, ChoiceKnob, Knob, Sketch
 from ansor_mlir.core.task import Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.mlir.context import indent, new_context, ops_of, parse_module
-from ansor_mlir.space.td_strategy import task_dag
+from ansor_mlir.space.dag import task_dag
 
 IRDL_PATH = Path(__file__).with_name("ansor.irdl.mlir")
 

@@ -49,15 +49,8 @@ import numpy as np
 from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate, ChoiceKnob, Sketch, tile_knobs
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.space.td_strategy import (
-    CACHE_WRITE,
-    FUSION,
-    LOWERING,
-    PACKING,
-    PADDING,
-    REDUCTION_LOWERING,
-    codegen_root,
-)
+from ansor_mlir.space.dag import codegen_root
+from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, PACKING, PADDING, REDUCTION_LOWERING
 
 LEVELS = ("wg", "cache", "reg")
 PIPELINES = ("DoubleTilingExpert", "Mmt4dTilingExpert", "ConvTileAndDecomposeExpert", "Default")

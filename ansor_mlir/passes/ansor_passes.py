@@ -6,13 +6,13 @@ import random
 from pathlib import Path
 
 from ansor_mlir import api
+from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.codegen.tuning_spec import strategy_library
 from ansor_mlir.core.schedule import TRANSFORM_FAMILY
 from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.dialect import ansor_ir
 from ansor_mlir.passes.pass_options import PassInvocation, int_option
 from ansor_mlir.space.annotation import sample_candidate
-from ansor_mlir.space.td_strategy import render_strategy, strategy_name
 from ansor_mlir.tuning.tuner import TuneOptions
 
 

@@ -23,7 +23,8 @@ from ansor_mlir.core.schedule import (
 )
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.space import td_strategy
+from ansor_mlir.space import dag as dags
+from ansor_mlir.space import decisions, resolve
 
 # IREE's CPU backend rejects vectors above 32 KiB; we stay well inside it so
 # unrolled vector code (and compile time) stays small.
@@ -109,14 +110,14 @@ def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:
     if sketch.family != TRANSFORM_FAMILY:
         innermost = max((k for k in tiles if k.kind != REDUCTION), key=lambda k: k.dim, default=None)
         return {innermost.name: lanes} if innermost is not None else {}
-    dag = td_strategy.task_dag(task)
+    dag = dags.task_dag(task)
     assert dag is not None
     root = dag.ops[dag.root]
-    outputs = td_strategy.output_dims(root)
+    outputs = dags.output_dims(root)
     dims = [outputs[-1]] if outputs and outputs[-1] is not None else []
     if "rfactor" in sketch.rules:
         dims.append(root.reduction_dims[-1])
-    return {k.name: lanes for k in tiles if k.dim in dims and not td_strategy.is_consumer_knob(k.name)}
+    return {k.name: lanes for k in tiles if k.dim in dims and not decisions.is_consumer_knob(k.name)}
 
 
 def vector_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int, int]:
@@ -127,42 +128,42 @@ def vector_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int
 def is_valid_strategy(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, target: Target) -> bool:
     """The same register budget for a transform strategy, over the root as codegen sees it."""
     candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
-    dag = td_strategy.task_dag(task)
+    dag = dags.task_dag(task)
     assert dag is not None
     root = dag.ops[dag.root]
-    reg = td_strategy.register_tiles(sketch, candidate, task)
+    reg = resolve.register_tiles(sketch, candidate, task)
     elem = task.root.element_bytes
     parallel = prod(t for t, it in zip(reg, root.iterator_types, strict=True) if it == "parallel")
     # rfactor keeps a vector of partial sums per output: the split reduction tile is accumulator too.
     accumulator = parallel * (reg[root.reduction_dims[-1]] if "rfactor" in sketch.rules else 1)
     if accumulator * elem > MAX_ACCUMULATOR_BYTES or prod(reg) * elem > MAX_VECTOR_BYTES:
         return False
-    extra = prod(v[0] for k, v in values.items() if td_strategy.is_consumer_knob(k))
+    extra = prod(v[0] for k, v in values.items() if decisions.is_consumer_knob(k))
     if parallel * extra * elem > MAX_VECTOR_BYTES:
         return False
     lanes = target.vector_lanes(elem)
-    outputs = td_strategy.output_dims(root)
+    outputs = dags.output_dims(root)
     inner = outputs[-1] if outputs else None
     if inner is not None and reg[inner] % lanes and reg[inner] != root.extents[inner]:
         return False
-    packed = td_strategy.PACKING in sketch.rules
+    packed = decisions.PACKING in sketch.rules
     outer = packed or (
-        "consumer_fusion" in values and td_strategy.FUSION.option(values["consumer_fusion"]) == "outer")
+        "consumer_fusion" in values and decisions.FUSION.option(values["consumer_fusion"]) == "outer")
     # Stack buffers: the root's workgroup output when consumers run after it or when one workgroup
     # covers the whole output (the one-iteration forall folds away and the output tile is allocated:
     # 3 MiB for ConvLayer's 112x112x64, IREE's limit is 32 KiB), and packed panels.
-    wg_output = td_strategy.workgroup_output_elements(sketch, candidate, task)
+    wg_output = resolve.workgroup_output_elements(sketch, candidate, task)
     whole = wg_output == prod(root.extents[d] if d is not None else 1 for d in outputs)
     stack = wg_output * elem if (outer and dag.consumers) or whole else 0
     if packed:
-        stack += td_strategy.packed_panel_bytes(sketch, candidate, task)
+        stack += resolve.packed_panel_bytes(sketch, candidate, task)
     if stack > MAX_STACK_BYTES:
         return False
     # A packed strategy folds no unit dims, so interior unit tiles are fine there.
-    tiles = td_strategy.output_tiles(sketch, candidate, task)
-    if not packed and any(td_strategy.has_interior_unit_dim(t) for t in tiles):
+    tiles = resolve.output_tiles(sketch, candidate, task)
+    if not packed and any(resolve.has_interior_unit_dim(t) for t in tiles):
         return False
-    if td_strategy.PADDING in sketch.rules and not padded_tiles_are_sound(sketch, values, task, lanes):
+    if decisions.PADDING in sketch.rules and not padded_tiles_are_sound(sketch, values, task, lanes):
         return False
     if "rfactor" in sketch.rules:
         split = reg[root.reduction_dims[-1]]
@@ -183,7 +184,7 @@ def padded_tiles_are_sound(sketch: Sketch, values: dict[str, tuple[int, ...]], t
     register tile, their input pad bufferizes to a stack buffer inside the loop,
     which IREE rejects ("all stack allocations need to be hoisted").
     """
-    if "consumer_fusion" in values and td_strategy.FUSION.option(values["consumer_fusion"]) == "inner":
+    if "consumer_fusion" in values and decisions.FUSION.option(values["consumer_fusion"]) == "inner":
         return False
     for knob in tile_knobs(sketch.knobs):
         chain = values[knob.name]
@@ -192,9 +193,9 @@ def padded_tiles_are_sound(sketch: Sketch, values: dict[str, tuple[int, ...]], t
         if chain[-1] > bound and not rounded:
             return False
     candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
-    if td_strategy.padded_panel_bytes(sketch, candidate, task) > MAX_STACK_BYTES:
+    if resolve.padded_panel_bytes(sketch, candidate, task) > MAX_STACK_BYTES:
         return False
-    return not any(td_strategy.has_interior_unit_dim(t) for t in td_strategy.input_tiles(sketch, candidate, task))
+    return not any(resolve.has_interior_unit_dim(t) for t in resolve.input_tiles(sketch, candidate, task))
 
 
 def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, target: Target) -> bool:
@@ -229,7 +230,7 @@ def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[in
     vector, which IREE rejects (over 32 KiB). 41 of 64 random softmax
     configurations failed this way before the check.
     """
-    dag = td_strategy.task_dag(task)
+    dag = dags.task_dag(task)
     if dag is None:
         return 0
     first_level = {}
@@ -238,7 +239,7 @@ def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[in
         first_level[knob.dim] = values[knob.name][inner[0]] if inner else knob.extent
     largest = 0
     for c in dag.consumers:
-        mapped = td_strategy.dim_map(dag.ops, dag.root, c)
+        mapped = dags.dim_map(dag.ops, dag.root, c)
         op = dag.ops[c]
         if all(d in mapped or extent == 1 for d, extent in enumerate(op.extents)):
             continue  # walks the root's loops only: fused at the register level (GMM's bias + relu)

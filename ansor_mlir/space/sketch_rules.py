@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ansor_mlir.core import schedule
 from ansor_mlir.core.schedule import LEVEL_KIND, LEVEL_ORDER, REDUCTION, SPATIAL, TRANSFORM_FAMILY, Sketch, TileKnob
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.space import td_strategy
+from ansor_mlir.space import dag as dags
+from ansor_mlir.space import decisions
 
 
 class SketchRule(Protocol):
@@ -115,7 +117,7 @@ class TransformTilingRule:
         return "td-multi-level-tiling" + ("-cached" if self.with_cache else "")
 
     def applies(self, task: Task, target: Target) -> bool:
-        dag = td_strategy.task_dag(task)
+        dag = dags.task_dag(task)
         if dag is None:
             return False
         return not self.with_cache or bool(dag.ops[dag.root].reduction_dims)
@@ -127,23 +129,23 @@ class TransformTilingRule:
         return tuple(level for level in LEVEL_ORDER if level in wanted)
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        dag = td_strategy.task_dag(task)
+        dag = dags.task_dag(task)
         assert dag is not None
         levels = self.levels()
-        knobs = (*td_strategy.tiling_knobs(dag, levels), *td_strategy.consumer_knobs(dag),
-                 *td_strategy.choice_knobs(dag, rfactor=False))
-        return [Sketch(task.key, index, td_strategy.PIPELINE, levels, tuple(knobs), (self.name,),
+        knobs = (*decisions.tiling_knobs(dag, levels), *decisions.consumer_knobs(dag),
+                 *decisions.choice_knobs(dag, rfactor=False))
+        return [Sketch(task.key, index, schedule.PIPELINE, levels, tuple(knobs), (self.name,),
                        family=TRANSFORM_FAMILY)]
 
 
 def register_level_sketch(task: Task, index: int, rule: str, padded: bool, rfactor: bool) -> Sketch:
     """A transform sketch tiled at the workgroup and register levels (no cache level)."""
-    dag = td_strategy.task_dag(task)
+    dag = dags.task_dag(task)
     assert dag is not None
     levels = ("distribution", "vector_common_parallel", "vector_reduction", "vector_inner_parallel")
-    knobs = (*td_strategy.tiling_knobs(dag, levels, padded=padded, rules=(rule,)),
-             *td_strategy.consumer_knobs(dag), *td_strategy.choice_knobs(dag, rfactor=rfactor))
-    return Sketch(task.key, index, td_strategy.PIPELINE, levels, tuple(knobs),
+    knobs = (*decisions.tiling_knobs(dag, levels, padded=padded, rules=(rule,)),
+             *decisions.consumer_knobs(dag), *decisions.choice_knobs(dag, rfactor=rfactor))
+    return Sketch(task.key, index, schedule.PIPELINE, levels, tuple(knobs),
                   ("td-multi-level-tiling", rule), family=TRANSFORM_FAMILY)
 
 
@@ -159,7 +161,7 @@ class TransformRfactorRule:
     name: str = "rfactor"
 
     def applies(self, task: Task, target: Target) -> bool:
-        dag = td_strategy.task_dag(task)
+        dag = dags.task_dag(task)
         return dag is not None and dag.rfactor_pays(target.vector_lanes(task.root.element_bytes))
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
@@ -177,10 +179,10 @@ class TransformPaddingRule:
     vectorized into out-of-bounds (masked) reads and writes.
     """
 
-    name: str = td_strategy.PADDING
+    name: str = decisions.PADDING
 
     def applies(self, task: Task, target: Target) -> bool:
-        dag = td_strategy.task_dag(task)
+        dag = dags.task_dag(task)
         return dag is not None and dag.pad_pays(target.vector_lanes(task.root.element_bytes))
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
@@ -198,19 +200,19 @@ class TransformPackingRule:
     GotoBLAS and mmt4d do), so every register step reads whole vectors.
     """
 
-    name: str = td_strategy.PACKING
+    name: str = decisions.PACKING
 
     def applies(self, task: Task, target: Target) -> bool:
-        dag = td_strategy.task_dag(task)
+        dag = dags.task_dag(task)
         return dag is not None and bool(dag.packed_operands())
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        dag = td_strategy.task_dag(task)
+        dag = dags.task_dag(task)
         assert dag is not None
         levels = TransformTilingRule(with_cache=True).levels()
-        knobs = (*td_strategy.tiling_knobs(dag, levels), *td_strategy.consumer_knobs(dag),
-                 *td_strategy.choice_knobs(dag, rfactor=False, fusion=False))
-        return [Sketch(task.key, index, td_strategy.PIPELINE, levels, tuple(knobs),
+        knobs = (*decisions.tiling_knobs(dag, levels), *decisions.consumer_knobs(dag),
+                 *decisions.choice_knobs(dag, rfactor=False, fusion=False))
+        return [Sketch(task.key, index, schedule.PIPELINE, levels, tuple(knobs),
                        ("td-multi-level-tiling-cached", self.name), family=TRANSFORM_FAMILY)]
 
 
@@ -227,11 +229,11 @@ class TransformDecomposeRule:
     (IREE's `ConvTileAndDecomposeExpert` does the same).
     """
 
-    name: str = td_strategy.DECOMPOSE
+    name: str = dags.DECOMPOSE
 
     def applies(self, task: Task, target: Target) -> bool:
-        dag = td_strategy.task_dag(task)
-        return dag is not None and td_strategy.conv_2d_loops(dag.ops[dag.root]) is not None
+        dag = dags.task_dag(task)
+        return dag is not None and dags.conv_2d_loops(dag.ops[dag.root]) is not None
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
         return [register_level_sketch(task, index, self.name, padded=False, rfactor=False)]

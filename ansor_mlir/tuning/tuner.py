@@ -21,8 +21,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate, Sketch, render_config
+from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, append_records, now, read_records
@@ -33,8 +34,8 @@ from ansor_mlir.measure.runner import Runner
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.search.evolutionary_search import EvolutionarySearch
 from ansor_mlir.search.search_policy import make_policy
+from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.space.td_strategy import render_strategy, strategy_name
 
 REFERENCE_TIMEOUT_S = 600.0
 

@@ -6,10 +6,11 @@ import json
 import random
 
 from ansor_mlir.codegen.tuning_spec import render_spec
-from ansor_mlir.core.schedule import Candidate, render_config, tile_knobs
+from ansor_mlir.core.schedule import Candidate, tile_knobs
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.space.annotation import divisors, is_valid, pipeline_consumer_vector_elements, sample_candidate
+from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.workloads import make_workload
 

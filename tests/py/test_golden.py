@@ -21,11 +21,12 @@ sys.path.insert(0, str(GOLDEN))
 
 from make_golden import TARGETS, canonical  # noqa: E402
 
+from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name  # noqa: E402
 from ansor_mlir.codegen.tuning_spec import render_library, render_spec  # noqa: E402
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate, render_config  # noqa: E402
+from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate  # noqa: E402
 from ansor_mlir.frontend.task_extraction import extract_tasks  # noqa: E402
+from ansor_mlir.space.resolve import render_config  # noqa: E402
 from ansor_mlir.space.sketch_rules import generate_sketches  # noqa: E402
-from ansor_mlir.space.td_strategy import render_strategy, strategy_name  # noqa: E402
 
 CASES = sorted(GOLDEN.glob("*.json"))
 

@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 
 from ansor_mlir import api
+from ansor_mlir.codegen.transform_strategy import render_strategy
 from ansor_mlir.core.task import main_task
 from ansor_mlir.database.records import read_records
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.iree_compiler import compile_vmfb
 from ansor_mlir.space.annotation import is_valid, sample_candidate
+from ansor_mlir.space.resolve import has_interior_unit_dim
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.space.td_strategy import has_interior_unit_dim, render_strategy
 from ansor_mlir.tuning.tuner import TuneOptions
 from ansor_mlir.workloads import make_workload
 

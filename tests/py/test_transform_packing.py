@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import matmul_bias_relu
 
+from ansor_mlir.codegen.transform_strategy import render_strategy
 from ansor_mlir.core.schedule import Candidate
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
@@ -16,8 +17,9 @@ from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
+from ansor_mlir.space.dag import task_dag
+from ansor_mlir.space.decisions import PACKING
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.space.td_strategy import PACKING, render_strategy, task_dag
 from ansor_mlir.tuning.tuner import build_input
 from ansor_mlir.workloads import make_workload
 

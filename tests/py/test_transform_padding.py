@@ -16,8 +16,8 @@ from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, padded_register_options, sample_candidate
+from ansor_mlir.space.decisions import PADDING
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.space.td_strategy import PADDING
 from ansor_mlir.tuning.tuner import build_input
 from ansor_mlir.workloads import make_workload
 

@@ -9,12 +9,12 @@ from conftest import matmul_bias_relu
 from ansor_mlir import api
 from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.database.records import read_records
+from ansor_mlir.database.training_data import training_set
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.iree_compiler import compile_vmfb
 from ansor_mlir.model.cost_model import CostModel
-from ansor_mlir.model.training_data import training_set
 from ansor_mlir.tuning.tuner import TuneOptions
 
 

@@ -22,13 +22,14 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[2]))
 
+from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name  # noqa: E402
 from ansor_mlir.codegen.tuning_spec import render_library, render_spec  # noqa: E402
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY, render_config  # noqa: E402
+from ansor_mlir.core.schedule import TRANSFORM_FAMILY  # noqa: E402
 from ansor_mlir.core.target import Target  # noqa: E402
 from ansor_mlir.frontend.task_extraction import extract_tasks  # noqa: E402
 from ansor_mlir.space.annotation import sample_candidate  # noqa: E402
+from ansor_mlir.space.resolve import render_config  # noqa: E402
 from ansor_mlir.space.sketch_rules import generate_sketches  # noqa: E402
-from ansor_mlir.space.td_strategy import render_strategy, strategy_name  # noqa: E402
 
 TARGETS = {
     "znver4": Target(cpu="znver4", vector_bytes=64, l1_bytes=32 * 1024, l2_bytes=1024 * 1024,

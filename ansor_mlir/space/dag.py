@@ -1,0 +1,228 @@
+"""The roles of a dispatch's linalg ops, read from loop structure only.
+
+IREE's codegen sees a dispatch as a small DAG of linalg ops (`Task.codegen_ops`):
+producers, one root (the op with reductions), consumers (epilogues). Rules,
+resolution, features and the strategy emitter all read it through these helpers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ansor_mlir.core.task import LinalgOpInfo, Task
+
+MAX_DISTRIBUTED = 3
+DECOMPOSE = "decompose"
+# Largest loop whose divisors are all useless as a register tile is still tiled
+# well without padding: a loop over 8 with no divisor in 2..8 is prime-like.
+AWKWARD_LOOP = 8
+
+
+def _map_results(amap: str) -> list[str]:
+    return [r.strip() for r in amap.split("->", 1)[1].strip()[1:-1].split(",") if r.strip()]
+
+
+def _dims_of(expr: str) -> list[int]:
+    return [int(d) for d in re.findall(r"d(\d+)", expr)]
+
+
+def codegen_root(ops: tuple[LinalgOpInfo, ...]) -> int:
+    """IREE's root: the last op with reductions, else the last non-fill op."""
+    compute = [i for i, op in enumerate(ops) if not op.is_fill]
+    with_reduction = [i for i in compute if ops[i].reduction_dims]
+    return (with_reduction or compute)[-1]
+
+
+def output_dims(op: LinalgOpInfo) -> list[int | None]:
+    """Per result dimension of the op's (first) output, the loop it indexes."""
+    out = []
+    for expr in _map_results(op.indexing_maps[op.num_inputs]):
+        out.append(int(expr[1:]) if re.fullmatch(r"d\d+", expr) else None)
+    return out
+
+
+def dim_map(ops: tuple[LinalgOpInfo, ...], root: int, consumer: int) -> dict[int, int]:
+    """Loops of `consumer` that walk the same iteration space as loops of `root`.
+
+    Follows the chain of producers from `consumer` back to `root`, composing
+    each consumer's input indexing map with its producer's output map.
+    """
+    if consumer == root:
+        return {d: d for d in range(len(ops[root].extents))}
+    op = ops[consumer]
+    for operand, producer in enumerate(op.producers[: op.num_inputs]):
+        if producer < 0 or ops[producer].is_fill:
+            continue
+        inner = dim_map(ops, root, producer)
+        if not inner and producer != root:
+            continue
+        result = {}
+        for mine, theirs in zip(_map_results(op.indexing_maps[operand]), output_dims(ops[producer]), strict=False):
+            if theirs is not None and re.fullmatch(r"d\d+", mine) and theirs in inner:
+                result[int(mine[1:])] = inner[theirs]
+        if result:
+            return result
+    return {}
+
+
+def unit_register_dims(op: LinalgOpInfo) -> set[int]:
+    """Loops whose register tile must be 1 so that the tile vectorizes.
+
+    A loop inside a compound access (`d1 * 2 + d4`: convolution windows,
+    strides, dilations) is not a projected permutation; folding unit loops
+    away turns the tile into a contraction. One parallel loop with
+    coefficient 1 may stay (stride-1 windows), every other loop is unit.
+    """
+    forced: set[int] = set()
+    for amap in op.indexing_maps[: op.num_inputs]:
+        for expr in _map_results(amap):
+            if not re.search(r"[+*]", expr):
+                continue
+            free = [
+                int(m.group(1)) for m in re.finditer(r"(?<![*\w])d(\d+)(?!\s*\*)", expr)
+                if op.iterator_types[int(m.group(1))] == "parallel"
+            ]
+            keep = free[0] if len(free) == 1 and "*" not in expr.split("+")[0] else None
+            forced |= {d for d in _dims_of(expr) if d != keep}
+    return forced
+
+
+def operands_along(op: LinalgOpInfo, loop: int) -> list[tuple[int, list[list[int]]]]:
+    """(operand index, loops of each of its dims) of every operand (inputs, then output) indexed by `loop`."""
+    found = []
+    for i, amap in enumerate(op.indexing_maps):
+        dims = [_dims_of(expr) for expr in _map_results(amap)]
+        if any(loop in d for d in dims):
+            found.append((i, dims))
+    return found
+
+
+def conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int, int] | None:
+    """Loops `(n, oh, ow, co, kh, kw, ci)` of an NHWC x HWCF convolution (strided, dilated), else None.
+
+    This is the form IREE's codegen sees for a 2-D convolution (the batch
+    loop re-inserted): `transform.structured.specialize` turns it back into
+    `linalg.conv_2d_nhwc_hwcf`, which `transform.structured.decompose` splits
+    into 1-D convolutions once `oh` and `kh` are unit.
+    """
+    if op.num_inputs != 2 or len(op.indexing_maps) != 3 or not {"arith.mulf", "arith.addf"} <= set(op.body_ops):
+        return None
+    inp, flt, out = (_map_results(m) for m in op.indexing_maps)
+    if not (len(inp) == len(flt) == len(out) == 4) or not all(re.fullmatch(r"d\d+", e) for e in flt + out):
+        return None
+    n, oh, ow, co = (int(e[1:]) for e in out)
+    kh, kw, ci, co_f = (int(e[1:]) for e in flt)
+    if co_f != co or inp[0] != f"d{n}" or inp[3] != f"d{ci}":
+        return None
+    if set(_dims_of(inp[1])) != {oh, kh} or set(_dims_of(inp[2])) != {ow, kw}:
+        return None
+    kinds = ["parallel"] * 4 + ["reduction"] * 3
+    if [op.iterator_types[d] for d in (n, oh, ow, co, kh, kw, ci)] != kinds:
+        return None
+    return n, oh, ow, co, kh, kw, ci
+
+
+def forced_unit_dims(rules: tuple[str, ...], op: LinalgOpInfo) -> set[int]:
+    """Loops a sketch's register tile keeps unit: `unit_register_dims`, or only `oh` and `kh` when the
+    convolution is decomposed into 1-D convolutions (which vectorize strided windows themselves)."""
+    loops = conv_2d_loops(op) if DECOMPOSE in rules else None
+    if loops is None:
+        return unit_register_dims(op)
+    return {loops[1], loops[4]}
+
+
+@dataclass(frozen=True)
+class Dag:
+    """The roles of a dispatch's ops, read from loop structure only."""
+
+    ops: tuple[LinalgOpInfo, ...]
+    root: int
+
+    @property
+    def last(self) -> int:
+        return len(self.ops) - 1
+
+    @property
+    def consumers(self) -> tuple[int, ...]:
+        return tuple(i for i in range(self.root + 1, len(self.ops)) if not self.ops[i].is_fill)
+
+    def distributed_dims(self) -> tuple[int, ...]:
+        root = self.ops[self.root]
+        last_map = dim_map(self.ops, self.root, self.last)
+        reachable = set(last_map.values())
+        dims = [
+            d for d in range(len(root.extents))
+            if root.iterator_types[d] == "parallel" and root.extents[d] > 1 and d in reachable
+        ]
+        return tuple(dims[:MAX_DISTRIBUTED])
+
+    def is_contraction(self) -> bool:
+        root = self.ops[self.root]
+        return bool(root.reduction_dims) and {"arith.mulf", "arith.addf"} <= set(root.body_ops)
+
+    def has_reuse(self) -> bool:
+        """Some input is invariant to a non-unit parallel loop (contractions, convolutions)."""
+        root = self.ops[self.root]
+        parallel = {d for d, t in enumerate(root.iterator_types) if t == "parallel" and root.extents[d] > 1}
+        return any(
+            parallel - set(_dims_of(amap.split("->", 1)[1])) for amap in root.indexing_maps[: root.num_inputs]
+        )
+
+    def pad_pays(self, lanes: int) -> bool:
+        """Padding pays when a register-tiled loop has only poor divisors.
+
+        The output's vector loop is not a whole number of vectors (109, 24 with
+        16 lanes), or another parallel loop has no divisor in 2..8 (a prime
+        109: its register tile is 1 or the whole loop).
+        """
+        root = self.ops[self.root]
+        forced = unit_register_dims(root)
+        outputs = output_dims(root)
+        vector = outputs[-1] if outputs else None
+        for d, (extent, iterator) in enumerate(zip(root.extents, root.iterator_types, strict=True)):
+            if iterator != "parallel" or d in forced or extent <= 1:
+                continue
+            if d == vector and extent > lanes and extent % lanes:
+                return True
+            if d != vector and extent > AWKWARD_LOOP and not any(extent % k == 0 for k in range(2, AWKWARD_LOOP + 1)):
+                return True
+        return False
+
+    def packed_operands(self) -> tuple[int, ...]:
+        """Inputs of a contraction that the output's vector loop reads across (`B` of `A @ B^T`).
+
+        Such an operand is read with a stride along the vector: each register
+        tile gathers it element by element (TBS's `K[j, h, k]`, 35x slower
+        than IREE's default). Packing lays it out with the vector loop
+        innermost. Only plain (projected permutation) accesses are packed:
+        windows and strides stay with the other sketches.
+        """
+        root = self.ops[self.root]
+        outputs = output_dims(root)
+        vector = outputs[-1] if outputs else None
+        if vector is None or not self.is_contraction() or unit_register_dims(root):
+            return ()
+        return tuple(i for i, dims in operands_along(root, vector) if i < root.num_inputs and dims[-1] != [vector])
+
+    def rfactor_pays(self, lanes: int) -> bool:
+        """rfactor pays when the innermost loop is a long reduction with no reuse (rows, norms)."""
+        root = self.ops[self.root]
+        if not root.reduction_dims or root.iterator_types[-1] != "reduction":
+            return False
+        return root.extents[-1] >= 2 * lanes and not self.has_reuse()
+
+
+def task_dag(task: Task) -> Dag | None:
+    if not task.codegen_ops:
+        return None
+    return Dag(task.codegen_ops, codegen_root(task.codegen_ops))
+
+
+
+def vector_loop(root: LinalgOpInfo) -> int:
+    """The loop a root's register tile is vectorized along: its output's innermost dimension."""
+    outputs = output_dims(root)
+    assert outputs and outputs[-1] is not None
+    return outputs[-1]
+
