@@ -7,10 +7,10 @@ from pathlib import Path
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Sketch
+from ansor_mlir.core.schedule import Family, Sketch
 from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
-from ansor_mlir.database.records import Record, best_records, read_records
+from ansor_mlir.database.records import Record, best_records, read_records, upgrade_legacy
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
@@ -84,7 +84,13 @@ def _best_for_target(log: str | Path, target: Target) -> dict[str, Record]:
     path = Path(log)
     if not path.exists():
         raise AnsorError(f"tuning log {path} does not exist: run --ansor-tune with log={path} first")
-    return best_records(read_records(path), target.key)
+    records = read_records(path)
+    best = best_records(records, target.key)
+    if records and not best:
+        others = sorted({r.target for r in records})
+        raise AnsorError(f"tuning log {path} has no record for target {target.key} (it has {', '.join(others)}): "
+                         "tune for this target, or name the target the log was tuned for")
+    return best
 
 
 def apply_best(
@@ -103,10 +109,10 @@ def apply_best(
     configs = {
         key: (record.root_index, record.config)
         for key, record in best.items()
-        if record.candidate.sketch_index != 0 and record.family != TRANSFORM_FAMILY
+        if not record.is_default and record.family is not Family.TRANSFORM
     }
     strategies = best_strategies(text, best, tgt, name) if any(
-        r.family == TRANSFORM_FAMILY for r in best.values()
+        r.family is Family.TRANSFORM for r in best.values()
     ) else {}
     tuned, _ = attach_configs(flow, configs, name, strategies)
     return BUILD_HINT + tuned
@@ -115,21 +121,23 @@ def apply_best(
 def best_strategies(
     text: str, best: dict[str, Record], target: Target, name: str
 ) -> dict[str, tuple[str, str]]:
-    """(strategy name, text) per task whose best record is a transform strategy, rebuilt from the record."""
+    """(strategy name, text) per task whose best record is a transform strategy, rebuilt from the record's own
+    trace (older records: from the sketch they name, upgraded against this version's sketches)."""
     out = {}
     for task in _extract_tasks(text, target, name):
         record = best.get(task.key)
-        if record is None or record.family != TRANSFORM_FAMILY:
+        if record is None or record.family is not Family.TRANSFORM:
             continue
-        sketches = {s.index: s for s in _generate_sketches(task, target)}
-        sketch = sketches.get(record.candidate.sketch_index)
-        if sketch is None or sketch.family != TRANSFORM_FAMILY:
-            raise AnsorError(
-                f"tuning log: task {task.name} record names transform sketch {record.candidate.sketch_index}, "
-                "which this version does not derive: retune with a fresh log"
-            )
+        if record.sketch is None:
+            upgraded = upgrade_legacy([record], task.key, _generate_sketches(task, target))
+            if not upgraded:
+                raise AnsorError(
+                    f"tuning log: task {task.name} record names transform sketch {record.candidate.sketch_index}, "
+                    "which this version does not derive: retune with a fresh log"
+                )
+            record = upgraded[0]
         strategy = strategy_name(task, record.candidate)
-        out[task.key] = (strategy, render_strategy(sketch, record.candidate, task, strategy))
+        out[task.key] = (strategy, render_strategy(record.sketch, record.candidate, task, strategy))
     return out
 
 
@@ -163,6 +171,6 @@ def emit_tuning_spec(
     entries = [
         (task, best[task.key].config)
         for task in tasks
-        if task.key in best and task.tunable and best[task.key].candidate.sketch_index != 0
+        if task.key in best and task.tunable and not best[task.key].is_default
     ]
     return render_spec(entries)

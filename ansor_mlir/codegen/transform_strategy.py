@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from math import gcd
 
-from ansor_mlir.core.schedule import LEVEL_KIND, REDUCTION, SPATIAL, Candidate, ChoiceKnob, Sketch, tile_knobs
+from ansor_mlir.core.schedule import LEVEL_KIND, REDUCTION, SPATIAL, Candidate, Decompose, Pack, Pad, Rfactor, Sketch
 from ansor_mlir.core.task import LinalgOpInfo, Task
-from ansor_mlir.space.dag import DECOMPOSE, Dag, dim_map, operands_along, output_dims, task_dag, vector_loop
-from ansor_mlir.space.decisions import PACKING, PADDING
-from ansor_mlir.space.resolve import _Tiles, resolve_tiles, tile_above_register
+from ansor_mlir.space.dag import Dag, dim_map, operands_along, output_dims, vector_loop
+from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING
+from ansor_mlir.space.resolve import Resolved, resolve
 
 ANY = "!transform.any_op"
 BLOCKS = ("z", "y", "x")
@@ -108,13 +108,10 @@ def _mapped(sizes_by_root_dim: list[int], mapping: dict[int, int], rank: int, ex
 
 def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str) -> str:
     """The `transform.named_sequence @name` a candidate of a transform sketch stands for."""
-    dag = task_dag(task)
-    if dag is None:
-        raise ValueError(f"task {task.key} has no codegen structure for a transform strategy")
-    values = dict(candidate.values)
-    choice = {k.name: k.option(values[k.name]) for k in sketch.knobs if isinstance(k, ChoiceKnob)}
-    rfactor = "rfactor" in sketch.rules
-    tiles = resolve_tiles(sketch, candidate, dag)
+    tiles = resolve(sketch, candidate, task)
+    dag = tiles.dag
+    assert dag is not None
+    rfactor = sketch.has(Rfactor)
     ops = dag.ops
     root = ops[dag.root]
     s = _Script()
@@ -143,13 +140,10 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
         handles[i], forall = s.fuse_into(handles[i], forall, f"wg{i}_")
 
     # 2. Consumers fused into the root's register tiles, or tiled on their own.
-    inner = dag.consumers and choice.get("consumer_fusion") == "inner"
+    inner = dag.consumers and tiles.choice(FUSION) == "inner"
     parallel_levels = [lv for lv in sketch.levels if LEVEL_KIND[lv] == SPATIAL and lv != "distribution"
                        and lv != "vector_inner_parallel"]
-    extras = {
-        c: {k.dim: values[k.name][0] for k in tile_knobs(sketch.knobs) if k.name.startswith(f"c{c}d")}
-        for c in dag.consumers
-    }
+    extras = tiles.consumer_tiles
     if inner:
         for level in parallel_levels:
             sizes = _mapped(tiles.per_level[level], last_map, len(ops[dag.last].extents), extras.get(dag.last, {})
@@ -166,8 +160,8 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
     # 3. The root: cache and register levels, or the rfactor split. A padded root is padded along its
     # parallel loops before its reduction loops are tiled (the accumulator tile is padded once, outside
     # the reduction loop), and along its reduction loops inside it.
-    padded = PADDING in sketch.rules
-    packed = PACKING in sketch.rules
+    padded = sketch.has(Pad)
+    packed = sketch.has(Pack)
     parallel_dims = [d for d, it in enumerate(root.iterator_types) if it == "parallel"]
     for level in root_levels:
         sizes = tiles.per_level[level]
@@ -175,7 +169,7 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
             continue
         if packed and level.startswith("vector_"):
             if level == "vector_common_parallel":
-                handles[dag.root] = _pack_root(s, handles[dag.root], dag, sketch, tiles)
+                handles[dag.root] = _pack_root(s, handles[dag.root], dag, tiles)
             sizes = _packed_sizes(sizes, dag)
         if padded and level == "vector_reduction":
             handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, "pad_par", parallel_dims)
@@ -183,7 +177,7 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
             handles[dag.root], _ = s.tile_for(handles[dag.root], sizes, f"r{level[:3]}_")
     if padded and root.reduction_dims:
         handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, "pad_red", root.reduction_dims)
-    decomposed = DECOMPOSE in sketch.rules
+    decomposed = sketch.has(Decompose)
     if decomposed:
         # The register tile (unit oh and kh) becomes `linalg.conv_2d_nhwc_hwcf`, then a 1-D convolution
         # that the vectorizer handles with strided windows (several output pixels per tile).
@@ -250,7 +244,7 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
           f" : ({ANY}) -> {ANY}")
     s.patterns("%vfunc", ["linalg.tiling_canonicalization", "scf.for_loop_canonicalization", "canonicalization"])
     s.add(f"transform.apply_cse to %vfunc : {ANY}")
-    if choice.get("cache_write", "hoist") == "hoist":
+    if tiles.choice(CACHE_WRITE) in (None, "hoist"):
         s.add(f"%loops = transform.structured.match ops{{[\"scf.for\"]}} in %vfunc : ({ANY}) -> {ANY}")
         s.add(f"transform.foreach %loops : {ANY} {{")
         s.add(f"^bb0(%loop: {ANY}):")
@@ -267,10 +261,10 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
         s.add(f"transform.iree.hoist_static_alloc %mfunc : ({ANY}) -> ()")
     s.patterns("%mfunc", ["canonicalization"])
     s.add(f"transform.apply_cse to %mfunc : {ANY}")
-    lowering = choice.get("lowering", "outerproduct")
+    lowering = tiles.choice(LOWERING) or "outerproduct"
     s.patterns("%mfunc", [f"vector.lower_contraction lowering_strategy = \"{lowering}\""])
     s.patterns("%mfunc", ["vector.lower_outerproduct"])
-    strategy = choice.get("reduction_lowering", "innerparallel")
+    strategy = tiles.choice(REDUCTION_LOWERING) or "innerparallel"
     s.patterns("%mfunc", [f"vector.{p} lowering_strategy = \"{strategy}\"" for p in (
         "reorder_multi_reduction_dims", "multi_reduction_flattening", "multi_reduction_unrolling")])
     s.patterns("%mfunc", ["vector.lower_transpose"])
@@ -298,7 +292,7 @@ LOWERED_UNPACK = ('(!transform.op<"tensor.empty">, !transform.op<"linalg.transpo
 
 
 
-def _pack_root(s: _Script, handle: str, dag: Dag, sketch: Sketch, tiles: _Tiles) -> str:
+def _pack_root(s: _Script, handle: str, dag: Dag, tiles: Resolved) -> str:
     """Pack the root's operands along the vector loop by the register tile `nr`, above the register levels.
 
     Every operand indexed by the vector loop gets a `[..., nr]` inner tile
@@ -310,7 +304,7 @@ def _pack_root(s: _Script, handle: str, dag: Dag, sketch: Sketch, tiles: _Tiles)
     root = dag.ops[dag.root]
     vector = vector_loop(root)
     nr = tiles.register[vector]
-    extents = tile_above_register(sketch, tiles, root)
+    extents = tiles.above_register
     packed, generic = s.fresh("packed"), s.fresh("packed_any")
     sizes = [nr if d == vector else 0 for d in range(len(root.extents))]
     s.add(f"{packed} = transform.structured.pack {handle} packed_sizes = {_ints(sizes)} : ({ANY}) -> ({GENERIC})")

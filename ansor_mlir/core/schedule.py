@@ -1,15 +1,28 @@
-"""Sketches: program structures with holes (knobs), and the candidates that fill them.
+"""Schedules as traces: sketches (primitives with open decisions) and the candidates that fill them.
 
-A sketch fixes the structure (pipeline, which tiling levels exist) of one
-task's program; its knobs are the holes. A `Candidate` is a sketch plus one
-value per knob. Both are frozen, JSON-serialisable, and a candidate always
-renders the byte-identical configuration and tuning spec.
+A `Sketch` is a typed trace in the sense of TVM's `State` or MetaSchedule's
+`Trace`: an ordered list of schedule primitives (`ConfigurePipeline`,
+`TileAndFuse`, `FuseConsumers`, `Pad`, `Pack`, `Decompose`, `Rfactor`,
+`CacheWrite`, `LowerContraction`, ...), each carrying its decisions and their
+domains (`TileKnob`: a chain of tile sizes of one loop over the tiling levels;
+`ChoiceKnob`: a categorical choice). A `Candidate` is a sketch with every
+decision made. Rules emit sketches, annotation and mutation change decisions,
+and `space.resolve` turns a candidate into the concrete loop structure that the
+emitter, the validity checks and the features all read. No meaning is carried
+by rule names: code asks the trace (`sketch.has(Pad)`).
+
+Everything here is frozen data that serialises to JSON, so a record can carry
+its whole trace and be replayed without knowing which rules derived it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import ClassVar
 
 from ansor_mlir.core.task import IreeConfig
 
@@ -27,11 +40,16 @@ LEVEL_KIND = {
 }
 LEVEL_ORDER = tuple(LEVEL_KIND)
 
-# Sketch families: IREE pipeline templates whose tile sizes we fill in, or
-# transform-dialect strategies that are the codegen themselves.
-PIPELINE_FAMILY = "pipeline"
-TRANSFORM_FAMILY = "transform"
-FAMILIES = (PIPELINE_FAMILY, TRANSFORM_FAMILY)
+
+class Family(str, Enum):
+    """How a sketch becomes code: IREE pipeline templates whose tile sizes we fill in, or
+    transform-dialect strategies that are the codegen themselves."""
+
+    PIPELINE = "pipeline"
+    TRANSFORM = "transform"
+
+
+FAMILIES = tuple(Family)
 # The IREE pipeline name a transform sketch stands for (IREE runs the strategy instead of a pipeline).
 PIPELINE = "TransformDialectCodegen"
 
@@ -44,7 +62,9 @@ class TileKnob:
     and the loop extent, so inner tiles are always consistent with outer ones.
     A `padded` knob's innermost (register) tile need not divide the tile above
     it: the strategy pads the partial tiles to it (`transform.structured.pad`),
-    so a 109-wide loop can still get whole-vector register tiles.
+    so a 109-wide loop can still get whole-vector register tiles. `op` is None
+    for a loop of the root; a consumer's own loop (one the root does not have)
+    names the consumer's position in the dispatch.
     """
 
     name: str
@@ -52,10 +72,19 @@ class TileKnob:
     extent: int
     levels: tuple[str, ...]
     padded: bool = False
+    op: int | None = None
 
     @property
     def kind(self) -> str:
         return LEVEL_KIND[self.levels[0]]
+
+    @property
+    def of_root(self) -> bool:
+        return self.op is None
+
+    def to_dict(self) -> dict:
+        return {"tile": self.name, "dim": self.dim, "extent": self.extent, "levels": list(self.levels),
+                "padded": self.padded, "op": self.op}
 
 
 @dataclass(frozen=True)
@@ -72,31 +101,212 @@ class ChoiceKnob:
     def option(self, value: tuple[int, ...]) -> str:
         return self.options[value[0]]
 
+    def to_dict(self) -> dict:
+        return {"choice": self.name, "options": list(self.options)}
+
 
 Knob = TileKnob | ChoiceKnob
+
+
+def knob_from_dict(data: dict) -> Knob:
+    if "choice" in data:
+        return ChoiceKnob(str(data["choice"]), tuple(str(o) for o in data["options"]))
+    op = data.get("op")
+    return TileKnob(str(data["tile"]), int(data["dim"]), int(data["extent"]), tuple(str(lv) for lv in data["levels"]),
+                    bool(data.get("padded", False)), None if op is None else int(op))
 
 
 def tile_knobs(knobs: tuple[Knob, ...]) -> tuple[TileKnob, ...]:
     return tuple(k for k in knobs if isinstance(k, TileKnob))
 
 
+# ---- primitives ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One schedule primitive of a trace; `knobs` are the decisions it leaves open."""
+
+    kind: ClassVar[str] = ""
+    knobs: tuple[Knob, ...] = ()
+
+    def params(self) -> dict:
+        """The primitive's fixed parameters (not decisions), for serialisation."""
+        return {}
+
+    def to_dict(self) -> dict:
+        return {"step": self.kind, **self.params(), "knobs": [k.to_dict() for k in self.knobs]}
+
+
+@dataclass(frozen=True)
+class UseIreeDefault(Step):
+    """Sketch zero: IREE's own configuration (None where IREE's cannot be set), so tuning never loses to it."""
+
+    kind: ClassVar[str] = "iree-default"
+    config: IreeConfig | None = None
+
+    def params(self) -> dict:
+        return {"config": self.config.to_dict() if self.config else None}
+
+
+@dataclass(frozen=True)
+class ConfigurePipeline(Step):
+    """An IREE CPU pipeline whose tile sizes per level are the decisions."""
+
+    kind: ClassVar[str] = "configure-pipeline"
+    pipeline: str = "DoubleTilingExpert"
+
+    def params(self) -> dict:
+        return {"pipeline": self.pipeline}
+
+
+@dataclass(frozen=True)
+class TileAndFuse(Step):
+    """Multi-level tiling of the root (workgroup, cache, register levels in `SSRSRS` order), the last op tiled
+    to workgroups with every producer fused into it; consumers' own loops get register tiles too."""
+
+    kind: ClassVar[str] = "tile-and-fuse"
+
+
+@dataclass(frozen=True)
+class FuseConsumers(Step):
+    """Where epilogues run: fused into the root's register tiles (`inner`) or after it per workgroup (`outer`).
+    Without a knob they run after the root."""
+
+    kind: ClassVar[str] = "fuse-consumers"
+
+
+@dataclass(frozen=True)
+class CacheWrite(Step):
+    """Accumulators hoisted out of the reduction loops (or not); without a knob they are hoisted."""
+
+    kind: ClassVar[str] = "cache-write"
+
+
+@dataclass(frozen=True)
+class Rfactor(Step):
+    """The innermost reduction split: a vector of partial sums across the reduction loop."""
+
+    kind: ClassVar[str] = "rfactor"
+
+
+@dataclass(frozen=True)
+class Pad(Step):
+    """Partial register tiles padded to full static tiles (non-divisor register tiles)."""
+
+    kind: ClassVar[str] = "pad"
+
+
+@dataclass(frozen=True)
+class Pack(Step):
+    """The root packed by its register vector tile above the register levels (`[j/nr, k, nr]` panels)."""
+
+    kind: ClassVar[str] = "pack"
+
+
+@dataclass(frozen=True)
+class Decompose(Step):
+    """A 2-D convolution's register tile decomposed into a 1-D convolution (several output pixels per tile)."""
+
+    kind: ClassVar[str] = "decompose"
+
+
+@dataclass(frozen=True)
+class LowerContraction(Step):
+    """How vector contractions are lowered (the knob's options)."""
+
+    kind: ClassVar[str] = "lower-contraction"
+
+
+@dataclass(frozen=True)
+class LowerReduction(Step):
+    """How vector multi-reductions are lowered (the knob's options)."""
+
+    kind: ClassVar[str] = "lower-reduction"
+
+
+STEP_KINDS: dict[str, type[Step]] = {
+    cls.kind: cls for cls in (UseIreeDefault, ConfigurePipeline, TileAndFuse, FuseConsumers, CacheWrite, Rfactor,
+                              Pad, Pack, Decompose, LowerContraction, LowerReduction)
+}
+
+
+def step_from_dict(data: dict) -> Step:
+    cls = STEP_KINDS.get(str(data.get("step")))
+    if cls is None:
+        raise ValueError(f"unknown schedule primitive {data.get('step')!r}")
+    knobs = tuple(knob_from_dict(k) for k in data.get("knobs", ()))
+    if cls is UseIreeDefault:
+        config = data.get("config")
+        return UseIreeDefault(knobs, IreeConfig.from_dict(config) if config else None)
+    if cls is ConfigurePipeline:
+        return ConfigurePipeline(knobs, str(data["pipeline"]))
+    return cls(knobs)
+
+
+# ---- sketches and candidates -------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Sketch:
-    """One program structure for a task, derived by a sequence of rules."""
+    """One program structure for a task: a trace of primitives whose knobs are still open.
+
+    `index` is the sketch's position among the task's sketches in this run
+    (for display and de-duplication); `rules` names the derivation rules that
+    produced it, for people only: no code reads it.
+    """
 
     task_key: str
     index: int
+    family: Family
     pipeline: str
     levels: tuple[str, ...]
-    knobs: tuple[Knob, ...]
-    rules: tuple[str, ...]
-    # Sketch zero reuses IREE's own configuration and has no knobs.
-    fixed_config: IreeConfig | None = None
-    family: str = PIPELINE_FAMILY
+    steps: tuple[Step, ...]
+    rules: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return f"s{self.index}"
+
+    @cached_property
+    def knobs(self) -> tuple[Knob, ...]:
+        return tuple(k for step in self.steps for k in step.knobs)
+
+    @property
+    def fixed_config(self) -> IreeConfig | None:
+        """IREE's own configuration, for sketch zero."""
+        default = self.step(UseIreeDefault)
+        return default.config if default else None
+
+    @property
+    def is_default(self) -> bool:
+        return self.has(UseIreeDefault)
+
+    def has(self, kind: type[Step]) -> bool:
+        return any(isinstance(step, kind) for step in self.steps)
+
+    def step(self, kind: type[Step]) -> Step | None:
+        return next((step for step in self.steps if isinstance(step, kind)), None)
+
+    def knob(self, name: str) -> Knob | None:
+        return next((k for k in self.knobs if k.name == name), None)
+
+    def trace(self) -> dict:
+        """The structure alone (what a record replays): family, pipeline, levels, primitives."""
+        return {"family": self.family.value, "pipeline": self.pipeline, "levels": list(self.levels),
+                "steps": [s.to_dict() for s in self.steps]}
+
+    @cached_property
+    def digest(self) -> str:
+        """A short hash of the trace: equal structures, equal digests, whatever rules derived them."""
+        text = json.dumps(self.trace(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @staticmethod
+    def from_trace(data: dict, task_key: str, index: int = -1, rules: tuple[str, ...] = ()) -> Sketch:
+        return Sketch(task_key, index, Family(data["family"]), str(data["pipeline"]),
+                      tuple(str(lv) for lv in data["levels"]), tuple(step_from_dict(s) for s in data["steps"]),
+                      tuple(rules))
 
 
 @dataclass(frozen=True)
@@ -123,3 +333,8 @@ class Candidate:
     def identity(self) -> str:
         """A stable string identifying the candidate (for de-duplication)."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def choice(self, knob: ChoiceKnob) -> str | None:
+        """The option chosen for a knob, None when the candidate's sketch has no such knob."""
+        value = dict(self.values).get(knob.name)
+        return knob.option(value) if value is not None else None

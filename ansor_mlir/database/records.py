@@ -12,49 +12,88 @@ import json
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
-from ansor_mlir.core.schedule import PIPELINE_FAMILY, Candidate
+from ansor_mlir.core.schedule import Candidate, Family, Sketch
 from ansor_mlir.core.task import IreeConfig
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.model.features import FEATURE_VERSION
 
-# Version 2 adds the sketch family; version-1 logs (pipeline family only) still read.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# Version 3 records carry the whole schedule trace, so they replay without the rule list that derived them,
+# and the versions that made them. Version 2 (sketch index + rule names) and 1 are read and upgraded against
+# the task's sketches (`upgrade_legacy`).
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+
+
+def producer_versions() -> tuple[tuple[str, str], ...]:
+    """What made a record: the record schema, ansor-mlir, IREE's compiler and the feature set."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "unknown"
+
+    return (("ansor_mlir", installed("ansor-mlir")), ("features", str(FEATURE_VERSION)),
+            ("iree", installed("iree-base-compiler")), ("schema", str(FORMAT_VERSION)))
 
 
 @dataclass(frozen=True)
 class Record:
-    """One measured candidate: what was built, for which target, and how it did."""
+    """One measured candidate: what was built (its trace and decisions), for which target, and how it did.
+
+    `sketch` is None only for a record of an older schema whose trace is not
+    known until it is upgraded against the task's sketches (`upgrade_legacy`).
+    """
 
     target: str
     task_key: str
     task_name: str
     candidate: Candidate
-    pipeline: str
-    rules: tuple[str, ...]
+    sketch: Sketch | None
     config: IreeConfig
     root_index: int
     result: MeasureResult
     timestamp: float
-    family: str = PIPELINE_FAMILY
+    versions: tuple[tuple[str, str], ...] = ()
+    # Older schemas: the rules and family that derived the sketch at `candidate.sketch_index`.
+    legacy_rules: tuple[str, ...] = ()
+    legacy_family: Family = Family.PIPELINE
+
+    @property
+    def family(self) -> Family:
+        return self.sketch.family if self.sketch else self.legacy_family
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        return self.sketch.rules if self.sketch else self.legacy_rules
+
+    @property
+    def is_default(self) -> bool:
+        """IREE's own configuration (sketch zero in every schema)."""
+        return self.sketch.is_default if self.sketch else self.candidate.sketch_index == 0
 
     def to_json(self) -> str:
+        if self.sketch is None:
+            raise ValueError("a legacy record is written only after upgrade_legacy gave it its trace")
         return json.dumps(
             {
                 "version": FORMAT_VERSION,
                 "target": self.target,
                 "task": self.task_key,
                 "task_name": self.task_name,
-                "sketch": {"index": self.candidate.sketch_index, "pipeline": self.pipeline,
-                           "rules": list(self.rules), "family": self.family},
+                "sketch": {"index": self.candidate.sketch_index, "rules": list(self.sketch.rules),
+                           "trace": self.sketch.trace()},
                 "values": {k: list(v) for k, v in self.candidate.values},
                 "config": self.config.to_dict(),
                 "root_index": self.root_index,
                 "result": self.result.to_dict(),
                 "timestamp": round(self.timestamp, 3),
+                "versions": dict(self.versions),
             },
             sort_keys=True,
         )
@@ -62,28 +101,73 @@ class Record:
     @staticmethod
     def from_json(line: str) -> Record:
         data = json.loads(line)
-        if data.get("version") not in READABLE_VERSIONS:
-            raise ValueError(f"unsupported record version {data.get('version')!r}")
+        version = data.get("version")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(f"record version {version!r} is not one of {READABLE_VERSIONS}: written by a newer "
+                             "ansor-mlir? upgrade, or tune again with a fresh log")
         candidate = Candidate.from_dict(
             {"task": data["task"], "sketch": data["sketch"]["index"], "values": data["values"]}
         )
+        rules = tuple(str(r) for r in data["sketch"].get("rules", ()))
+        trace = data["sketch"].get("trace") if version >= 3 else None
+        sketch = Sketch.from_trace(trace, str(data["task"]), candidate.sketch_index, rules) if trace else None
         return Record(
             target=str(data["target"]),
             task_key=str(data["task"]),
             task_name=str(data.get("task_name", "")),
             candidate=candidate,
-            pipeline=str(data["sketch"]["pipeline"]),
-            rules=tuple(data["sketch"].get("rules", ())),
+            sketch=sketch,
             config=IreeConfig.from_dict(data["config"]),
             root_index=int(data["root_index"]),
             result=MeasureResult.from_dict(data["result"]),
             timestamp=float(data["timestamp"]),
-            family=str(data["sketch"].get("family", PIPELINE_FAMILY)),
+            versions=tuple(sorted((str(k), str(v)) for k, v in data.get("versions", {}).items())),
+            legacy_rules=rules if sketch is None else (),
+            legacy_family=Family(data["sketch"].get("family", Family.PIPELINE.value)),
         )
 
     @property
     def ok(self) -> bool:
         return self.result.error == ErrorKind.NONE and self.result.median_s is not None
+
+
+def upgrade_legacy(records: list[Record], task_key: str, sketches: list[Sketch]) -> list[Record]:
+    """Records of one task with their traces: older-schema ones get the sketch at their index among
+    `sketches` (derived by the version-2 rule list, which `cpu_rules` still is), when its rules match; a
+    record naming a sketch this version does not derive is dropped with a warning."""
+    out = []
+    for record in records:
+        if record.task_key != task_key:
+            continue
+        if record.sketch is None:
+            index = record.candidate.sketch_index
+            sketch = sketches[index] if 0 <= index < len(sketches) else None
+            if sketch is None or sketch.rules != record.legacy_rules or sketch.family != record.legacy_family:
+                warnings.warn(f"tuning log: a {record.legacy_family.value} record of task {record.task_name} names "
+                              f"sketch {index} ({'+'.join(record.legacy_rules)}), which this version does not "
+                              "derive: ignored", stacklevel=2)
+                continue
+            record = replace(record, sketch=sketch, legacy_rules=())
+        out.append(record)
+    return out
+
+
+def task_history(records: list[Record], target_key: str, task_key: str, sketches: list[Sketch]) -> list[Record]:
+    """A task's measured records for one target, replayed onto this run's sketches.
+
+    Each record is matched to the sketch with the same trace (by digest), so
+    its candidate carries that sketch's index here; a record whose trace this
+    run does not derive keeps index -1 (it still counts as measured and can
+    still be the best, since its own trace rebuilds it).
+    """
+    by_digest = {s.digest: s.index for s in sketches}
+    mine = [r for r in records
+            if r.target == target_key and r.task_key == task_key and r.result.error != ErrorKind.NOT_MEASURED]
+    out = []
+    for record in upgrade_legacy(mine, task_key, sketches):
+        index = by_digest.get(record.sketch.digest, -1)
+        out.append(replace(record, candidate=replace(record.candidate, sketch_index=index)))
+    return out
 
 
 def read_records(path: Path) -> list[Record]:

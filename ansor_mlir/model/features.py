@@ -40,18 +40,19 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass
 from functools import lru_cache
 from math import ceil, log2, prod
 
 import numpy as np
 
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate, ChoiceKnob, Sketch, tile_knobs
+from ansor_mlir.core.schedule import Candidate, ChoiceKnob, Family, Pack, Pad, Rfactor, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.space.dag import codegen_root
-from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, PACKING, PADDING, REDUCTION_LOWERING
+from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING
+from ansor_mlir.space.resolve import resolve
 
+# Version 2: tiles come from `space.resolve` (window loops the strategy keeps unit are unit here too).
+FEATURE_VERSION = 2
 LEVELS = ("wg", "cache", "reg")
 PIPELINES = ("DoubleTilingExpert", "Mmt4dTilingExpert", "ConvTileAndDecomposeExpert", "Default")
 # Categorical knobs the built-in rules use get one-hot features; knobs of
@@ -141,71 +142,20 @@ def footprint(exprs: tuple[AffineExpr, ...], tile: tuple[int, ...]) -> int:
     return size
 
 
-@dataclass(frozen=True)
-class LoopNest:
-    """The root op's loops and operand accesses, as the sketch's family tiles them."""
-
-    extents: tuple[int, ...]
-    iterator_types: tuple[str, ...]
-    input_maps: tuple[str, ...]
-    output_map: str
-
-
-def loop_nest(task: Task, sketch: Sketch) -> LoopNest:
-    """Transform strategies tile the root as IREE codegen sees it (which may have a
-    re-inserted unit batch loop); IREE pipelines tile the task's root op."""
-    if sketch.family == TRANSFORM_FAMILY and task.codegen_ops:
-        op = task.codegen_ops[codegen_root(task.codegen_ops)]
-        maps = op.indexing_maps
-        return LoopNest(op.extents, op.iterator_types, maps[: op.num_inputs], maps[op.num_inputs])
-    root = task.root
-    return LoopNest(root.loop_extents, root.iterator_types, root.indexing_maps[:-1], root.indexing_maps[-1])
-
-
-def tile_plan(sketch: Sketch, candidate: Candidate, task: Task) -> dict[str, tuple[int, ...]]:
-    """Effective tile per loop at each of the three levels (full extent when untiled)."""
-    nest = loop_nest(task, sketch)
-    extents = nest.extents
-    reduction = [t == "reduction" for t in nest.iterator_types]
-    if sketch.fixed_config is not None:
-        named = {name: sizes for name, sizes in sketch.fixed_config.levels}
-    else:
-        values = dict(candidate.values)
-        named = {}
-        for knob in tile_knobs(sketch.knobs):
-            for level, size in zip(knob.levels, values.get(knob.name, ()), strict=False):
-                named.setdefault(level, [0] * len(extents))
-                named[level][knob.dim] = size
-
-    def pick(names: tuple[str, ...], parent: tuple[int, ...], dims_red: bool | None) -> tuple[int, ...]:
-        out = list(parent)
-        for name in names:
-            sizes = named.get(name)
-            if sizes is None:
-                continue
-            for d, size in enumerate(sizes[: len(extents)]):
-                if size and (dims_red is None or reduction[d] == dims_red):
-                    out[d] = min(int(size), parent[d])
-        return tuple(out)
-
-    wg = pick(("distribution",), extents, False)
-    cache = pick(("cache_parallel",), wg, False)
-    cache = pick(("cache_reduction",), cache, True)
-    reg = pick(("vector_common_parallel", "vector_inner_parallel"), cache, False)
-    reg = pick(("vector_reduction",), reg, True)
-    return {"wg": wg, "cache": cache, "reg": reg}
-
-
 def featurize(task: Task, sketch: Sketch, candidate: Candidate, target: Target) -> list[float]:
     """The feature vector of one candidate, in `FEATURE_NAMES` order."""
-    nest = loop_nest(task, sketch)
-    extents = nest.extents
-    reduction = [t == "reduction" for t in nest.iterator_types]
+    resolved = resolve(sketch, candidate, task)
+    extents = resolved.extents
+    reduction = [t == "reduction" for t in resolved.iterator_types]
     elem = task.root.element_bytes
-    inputs = [parse_indexing_map(m) for m in nest.input_maps]
-    output = parse_indexing_map(nest.output_map)
+    # Transform strategies tile the root as IREE codegen sees it (which may have a re-inserted unit batch
+    # loop); IREE pipelines tile the task's root op.
+    op_maps = resolved.root.indexing_maps if sketch.family is Family.TRANSFORM else task.root.indexing_maps
+    num_inputs = resolved.root.num_inputs if sketch.family is Family.TRANSFORM else len(op_maps) - 1
+    inputs = [parse_indexing_map(m) for m in op_maps[:num_inputs]]
+    output = parse_indexing_map(op_maps[num_inputs])
     maps = [*inputs, output]
-    plan = tile_plan(sketch, candidate, task)
+    plan = resolved.level_tiles()
     flops_per_point = task.flops / max(1, prod(extents))
 
     feats: list[float] = [
@@ -255,11 +205,10 @@ def featurize(task: Task, sketch: Sketch, candidate: Candidate, target: Target) 
         _lg(reg_red[-1] if reg_red else 0),
     ]
 
-    feats.append(float(sketch.family == TRANSFORM_FAMILY))
+    feats.append(float(sketch.family is Family.TRANSFORM))
     feats += [float(sketch.pipeline == p) for p in PIPELINES]
     feats += [float("cache_parallel" in sketch.levels or "cache_reduction" in sketch.levels),
-              float(sketch.fixed_config is not None), float(any("rfactor" in r for r in sketch.rules)),
-              float(PADDING in sketch.rules), float(PACKING in sketch.rules)]
+              float(sketch.is_default), float(sketch.has(Rfactor)), float(sketch.has(Pad)), float(sketch.has(Pack))]
     values = dict(candidate.values)
     for known in KNOWN_CHOICES:
         chosen = values.get(known.name) if any(k == known for k in sketch.knobs) else None

@@ -13,10 +13,13 @@ from math import prod
 
 from ansor_mlir.core.schedule import (
     REDUCTION,
-    TRANSFORM_FAMILY,
     Candidate,
     ChoiceKnob,
+    Family,
     Knob,
+    Pack,
+    Pad,
+    Rfactor,
     Sketch,
     TileKnob,
     tile_knobs,
@@ -24,7 +27,8 @@ from ansor_mlir.core.schedule import (
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.space import dag as dags
-from ansor_mlir.space import decisions, resolve
+from ansor_mlir.space.decisions import FUSION
+from ansor_mlir.space.resolve import Resolved, has_interior_unit_dim, input_tiles, resolve
 
 # IREE's CPU backend rejects vectors above 32 KiB; we stay well inside it so
 # unrolled vector code (and compile time) stays small.
@@ -107,7 +111,7 @@ def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:
     """Knobs whose innermost tile must be whole vectors, with the lane count (what `is_valid` checks)."""
     lanes = target.vector_lanes(task.root.element_bytes)
     tiles = tile_knobs(sketch.knobs)
-    if sketch.family != TRANSFORM_FAMILY:
+    if sketch.family is not Family.TRANSFORM:
         innermost = max((k for k in tiles if k.kind != REDUCTION), key=lambda k: k.dim, default=None)
         return {innermost.name: lanes} if innermost is not None else {}
     dag = dags.task_dag(task)
@@ -115,9 +119,9 @@ def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:
     root = dag.ops[dag.root]
     outputs = dags.output_dims(root)
     dims = [outputs[-1]] if outputs and outputs[-1] is not None else []
-    if "rfactor" in sketch.rules:
+    if sketch.has(Rfactor):
         dims.append(root.reduction_dims[-1])
-    return {k.name: lanes for k in tiles if k.dim in dims and not decisions.is_consumer_knob(k.name)}
+    return {k.name: lanes for k in tiles if k.dim in dims and k.of_root}
 
 
 def vector_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int, int]:
@@ -125,20 +129,18 @@ def vector_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int
     return {knob.dim: values[knob.name][-1] for knob in tile_knobs(sketch.knobs)}
 
 
-def is_valid_strategy(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, target: Target) -> bool:
-    """The same register budget for a transform strategy, over the root as codegen sees it."""
-    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
-    dag = dags.task_dag(task)
-    assert dag is not None
-    root = dag.ops[dag.root]
-    reg = resolve.register_tiles(sketch, candidate, task)
+def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
+    """The register budget, vector shapes and stack buffers of a transform strategy, over the root as
+    codegen sees it."""
+    sketch, task, root, reg = resolved.sketch, resolved.task, resolved.root, resolved.register
     elem = task.root.element_bytes
+    rfactor, packed = sketch.has(Rfactor), sketch.has(Pack)
     parallel = prod(t for t, it in zip(reg, root.iterator_types, strict=True) if it == "parallel")
     # rfactor keeps a vector of partial sums per output: the split reduction tile is accumulator too.
-    accumulator = parallel * (reg[root.reduction_dims[-1]] if "rfactor" in sketch.rules else 1)
+    accumulator = parallel * (reg[root.reduction_dims[-1]] if rfactor else 1)
     if accumulator * elem > MAX_ACCUMULATOR_BYTES or prod(reg) * elem > MAX_VECTOR_BYTES:
         return False
-    extra = prod(v[0] for k, v in values.items() if decisions.is_consumer_knob(k))
+    extra = prod(size for tiles in resolved.consumer_tiles.values() for size in tiles.values())
     if parallel * extra * elem > MAX_VECTOR_BYTES:
         return False
     lanes = target.vector_lanes(elem)
@@ -146,32 +148,29 @@ def is_valid_strategy(sketch: Sketch, values: dict[str, tuple[int, ...]], task: 
     inner = outputs[-1] if outputs else None
     if inner is not None and reg[inner] % lanes and reg[inner] != root.extents[inner]:
         return False
-    packed = decisions.PACKING in sketch.rules
-    outer = packed or (
-        "consumer_fusion" in values and decisions.FUSION.option(values["consumer_fusion"]) == "outer")
-    # Stack buffers: the root's workgroup output when consumers run after it or when one workgroup
+    outer = packed or resolved.choice(FUSION) == "outer"
+    # Stack buffers: the root's workgroup output when consumers run after the root or when one workgroup
     # covers the whole output (the one-iteration forall folds away and the output tile is allocated:
     # 3 MiB for ConvLayer's 112x112x64, IREE's limit is 32 KiB), and packed panels.
-    wg_output = resolve.workgroup_output_elements(sketch, candidate, task)
+    wg_output = resolved.workgroup_output_elements
     whole = wg_output == prod(root.extents[d] if d is not None else 1 for d in outputs)
-    stack = wg_output * elem if (outer and dag.consumers) or whole else 0
+    stack = wg_output * elem if (outer and resolved.dag.consumers) or whole else 0
     if packed:
-        stack += resolve.packed_panel_bytes(sketch, candidate, task)
+        stack += resolved.packed_panel_bytes
     if stack > MAX_STACK_BYTES:
         return False
     # A packed strategy folds no unit dims, so interior unit tiles are fine there.
-    tiles = resolve.output_tiles(sketch, candidate, task)
-    if not packed and any(resolve.has_interior_unit_dim(t) for t in tiles):
+    if not packed and any(has_interior_unit_dim(t) for t in resolved.output_tiles):
         return False
-    if decisions.PADDING in sketch.rules and not padded_tiles_are_sound(sketch, values, task, lanes):
+    if sketch.has(Pad) and not padded_tiles_are_sound(resolved, lanes):
         return False
-    if "rfactor" in sketch.rules:
+    if rfactor:
         split = reg[root.reduction_dims[-1]]
         return split % lanes == 0 or split == root.extents[root.reduction_dims[-1]]
     return True
 
 
-def padded_tiles_are_sound(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, lanes: int) -> bool:
+def padded_tiles_are_sound(resolved: Resolved, lanes: int) -> bool:
     """Register tiles of a padded sketch: within the tile above (or that tile rounded up to whole
     vectors: 109 -> 112, never 1 -> 16), padded operand panels within IREE's stack limit (GMM
     109^3: a 109x80 panel of B needed 34 KiB), and no operand tile with an interior unit dimension.
@@ -184,24 +183,25 @@ def padded_tiles_are_sound(sketch: Sketch, values: dict[str, tuple[int, ...]], t
     register tile, their input pad bufferizes to a stack buffer inside the loop,
     which IREE rejects ("all stack allocations need to be hoisted").
     """
-    if "consumer_fusion" in values and decisions.FUSION.option(values["consumer_fusion"]) == "inner":
+    if resolved.choice(FUSION) == "inner":
         return False
-    for knob in tile_knobs(sketch.knobs):
+    values = dict(resolved.candidate.values)
+    for knob in tile_knobs(resolved.sketch.knobs):
         chain = values[knob.name]
         bound = chain[-2] if len(chain) > 1 else knob.extent
         rounded = bound >= lanes and chain[-1] == round_up(bound, lanes)
         if chain[-1] > bound and not rounded:
             return False
-    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
-    if resolve.padded_panel_bytes(sketch, candidate, task) > MAX_STACK_BYTES:
+    if resolved.padded_panel_bytes > MAX_STACK_BYTES:
         return False
-    return not any(resolve.has_interior_unit_dim(t) for t in resolve.input_tiles(sketch, candidate, task))
+    return not any(has_interior_unit_dim(t) for t in input_tiles(resolved))
 
 
 def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, target: Target) -> bool:
     """Reject programs IREE cannot build well, before compiling them."""
-    if sketch.family == TRANSFORM_FAMILY:
-        return is_valid_strategy(sketch, values, task, target)
+    if sketch.family is Family.TRANSFORM:
+        candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+        return is_valid_strategy(resolve(sketch, candidate, task), target)
     inner = vector_tiles(sketch, values)
     elem = task.root.element_bytes
     tiles = tile_knobs(sketch.knobs)

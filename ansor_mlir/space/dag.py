@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from ansor_mlir.core.task import LinalgOpInfo, Task
 
 MAX_DISTRIBUTED = 3
-DECOMPOSE = "decompose"
 # Largest loop whose divisors are all useless as a register tile is still tiled
 # well without padding: a loop over 8 with no divisor in 2..8 is prime-like.
 AWKWARD_LOOP = 8
@@ -123,10 +122,10 @@ def conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int, int] 
     return n, oh, ow, co, kh, kw, ci
 
 
-def forced_unit_dims(rules: tuple[str, ...], op: LinalgOpInfo) -> set[int]:
+def forced_unit_dims(op: LinalgOpInfo, decomposed: bool) -> set[int]:
     """Loops a sketch's register tile keeps unit: `unit_register_dims`, or only `oh` and `kh` when the
     convolution is decomposed into 1-D convolutions (which vectorize strided windows themselves)."""
-    loops = conv_2d_loops(op) if DECOMPOSE in rules else None
+    loops = conv_2d_loops(op) if decomposed else None
     if loops is None:
         return unit_register_dims(op)
     return {loops[1], loops[4]}

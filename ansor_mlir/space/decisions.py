@@ -1,15 +1,29 @@
-"""The decisions a transform sketch leaves open: tile-size chains and categorical choices."""
+"""The decisions a transform sketch leaves open: tile-size chains and categorical choices.
+
+Knob names are labels for records and people; the structure a knob stands
+for (which loop, of which op, at which levels) is in its fields.
+"""
 
 from __future__ import annotations
 
-import re
-
-from ansor_mlir.core.schedule import LEVEL_KIND, REDUCTION, SPATIAL, ChoiceKnob, TileKnob
+from ansor_mlir.core.schedule import (
+    LEVEL_KIND,
+    REDUCTION,
+    SPATIAL,
+    CacheWrite,
+    ChoiceKnob,
+    Decompose,
+    FuseConsumers,
+    LowerContraction,
+    LowerReduction,
+    Pack,
+    Pad,
+    Rfactor,
+    Step,
+    TileAndFuse,
+    TileKnob,
+)
 from ansor_mlir.space.dag import Dag, dim_map, forced_unit_dims
-
-TRANSFORM = "transform"
-PADDING = "padding"
-PACKING = "packing"
 
 FUSION = ChoiceKnob("consumer_fusion", ("inner", "outer"))
 CACHE_WRITE = ChoiceKnob("cache_write", ("hoist", "none"))
@@ -17,18 +31,16 @@ LOWERING = ChoiceKnob("lowering", ("outerproduct", "dot", "parallelarith"))
 REDUCTION_LOWERING = ChoiceKnob("reduction_lowering", ("innerparallel", "innerreduction"))
 
 
-def tiling_knobs(
-    dag: Dag, levels: tuple[str, ...], padded: bool = False, rules: tuple[str, ...] = ()
-) -> list[TileKnob]:
+def tiling_knobs(dag: Dag, levels: tuple[str, ...], padded: bool = False, decomposed: bool = False) -> list[TileKnob]:
     """One tile knob per non-unit loop of the root, over the levels of its kind.
 
     With `padded`, register tiles of parallel loops (and of reduction loops of
     contractions, where a zero operand adds nothing) may be non-divisors.
-    Loops `forced_unit_dims(rules, root)` have no register level.
+    Loops `forced_unit_dims(root, decomposed)` have no register level.
     """
     root = dag.ops[dag.root]
     distributed = dag.distributed_dims()
-    forced = forced_unit_dims(rules, root)
+    forced = forced_unit_dims(root, decomposed)
     knobs = []
     for d, (extent, iterator) in enumerate(zip(root.extents, root.iterator_types, strict=True)):
         if extent <= 1:
@@ -48,11 +60,6 @@ def tiling_knobs(
     return knobs
 
 
-def is_consumer_knob(name: str) -> bool:
-    """`c{op}d{loop}`: a consumer's own register tile, not a loop of the root."""
-    return re.fullmatch(r"c\d+d\d+", name) is not None
-
-
 def consumer_knobs(dag: Dag) -> list[TileKnob]:
     """Register tiles of consumer loops that have no counterpart in the root."""
     knobs = []
@@ -60,20 +67,30 @@ def consumer_knobs(dag: Dag) -> list[TileKnob]:
         mapped = dim_map(dag.ops, dag.root, c)
         for d, extent in enumerate(dag.ops[c].extents):
             if d not in mapped and extent > 1 and dag.ops[c].iterator_types[d] == "parallel":
-                knobs.append(TileKnob(f"c{c}d{d}", d, extent, ("vector_inner_parallel",)))
+                knobs.append(TileKnob(f"c{c}d{d}", d, extent, ("vector_inner_parallel",), op=c))
     return knobs
 
 
-def choice_knobs(dag: Dag, rfactor: bool, fusion: bool = True) -> list[ChoiceKnob]:
-    """`fusion=False`: consumers always run after the root (a packed root has no register tile to fuse into)."""
-    knobs = []
-    if dag.consumers and fusion:
-        knobs.append(FUSION)
-    if dag.ops[dag.root].reduction_dims and not rfactor:
-        knobs.append(CACHE_WRITE)
+def transform_steps(
+    dag: Dag, levels: tuple[str, ...], *, rfactor: bool = False, padded: bool = False, packed: bool = False,
+    decomposed: bool = False,
+) -> tuple[Step, ...]:
+    """The trace of a transform sketch: multi-level tiling and fusion, the structural primitives asked for,
+    then the consumer placement, cache write and vector lowering decisions the DAG calls for.
+
+    A packed root has no register tile to fuse consumers into: they run after it (no fusion knob). rfactor
+    keeps its own vector of partial sums (no cache-write knob).
+    """
+    root = dag.ops[dag.root]
+    steps: list[Step] = [TileAndFuse((*tiling_knobs(dag, levels, padded, decomposed), *consumer_knobs(dag)))]
+    steps += [step for wanted, step in ((packed, Pack()), (padded, Pad()), (decomposed, Decompose()),
+                                        (rfactor, Rfactor())) if wanted]
+    if dag.consumers:
+        steps.append(FuseConsumers(() if packed else (FUSION,)))
+    if root.reduction_dims and not rfactor:
+        steps.append(CacheWrite((CACHE_WRITE,)))
     if dag.is_contraction():
-        knobs.append(LOWERING)
-    elif dag.ops[dag.root].reduction_dims:
-        knobs.append(REDUCTION_LOWERING)
-    return knobs
-
+        steps.append(LowerContraction((LOWERING,)))
+    elif root.reduction_dims:
+        steps.append(LowerReduction((REDUCTION_LOWERING,)))
+    return tuple(steps)

@@ -1,21 +1,27 @@
 """Resolve a candidate into the concrete loop structure its program has.
 
-The strategy emitter, the validity checks and the features read tile sizes
-from here, never from raw knob values.
+`resolve` is the one place where decisions become tile sizes: the strategy
+emitter, the validity checks (annotation) and the features all read the
+`Resolved` structure, never raw knob values, so they describe the same
+program. For a transform sketch the loops are the root's as IREE's codegen
+sees it (`Task.codegen_ops`); for a pipeline sketch, the task's root op.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 
 from ansor_mlir.core.schedule import (
     LEVEL_KIND,
     REDUCTION,
     SPATIAL,
-    TRANSFORM_FAMILY,
     Candidate,
+    ChoiceKnob,
+    Decompose,
+    Family,
     Sketch,
     tile_knobs,
 )
@@ -31,27 +37,132 @@ from ansor_mlir.space.dag import (
     task_dag,
     vector_loop,
 )
-from ansor_mlir.space.decisions import is_consumer_knob
 
 
 @dataclass(frozen=True)
-class _Tiles:
-    """Root tile sizes per level, resolved from a candidate (0 = not tiled at that level)."""
+class Resolved:
+    """A candidate's loop structure: the root's tile per loop at each level, its register tile, and the
+    register tiles of consumer loops the root does not have.
 
+    `per_level[level][d]` is 0 where loop `d` is not tiled at that level (its
+    tile stays the one above); `register` is the innermost tile per loop.
+    """
+
+    sketch: Sketch
+    candidate: Candidate
+    task: Task
+    dag: Dag | None
+    extents: tuple[int, ...]
+    iterator_types: tuple[str, ...]
     per_level: dict[str, list[int]]
     register: list[int]
+    consumer_tiles: dict[int, dict[int, int]] = field(default_factory=dict)
+
+    @property
+    def root(self) -> LinalgOpInfo:
+        assert self.dag is not None
+        return self.dag.ops[self.dag.root]
+
+    def choice(self, knob: ChoiceKnob) -> str | None:
+        return self.candidate.choice(knob) if knob in self.sketch.knobs else None
+
+    def level_tiles(self) -> dict[str, tuple[int, ...]]:
+        """Effective tile per loop at Ansor's three levels (workgroup, cache, register), whole loop when untiled."""
+        reduction = [t == "reduction" for t in self.iterator_types]
+
+        def pick(names: tuple[str, ...], parent: tuple[int, ...], dims_red: bool) -> tuple[int, ...]:
+            out = list(parent)
+            for name in names:
+                for d, size in enumerate(self.per_level.get(name, ())):
+                    if size and reduction[d] == dims_red:
+                        out[d] = min(int(size), parent[d])
+            return tuple(out)
+
+        wg = pick(("distribution",), self.extents, False)
+        cache = pick(("cache_reduction",), pick(("cache_parallel",), wg, False), True)
+        reg = pick(("vector_reduction",), pick(("vector_common_parallel", "vector_inner_parallel"), cache, False), True)
+        return {"wg": wg, "cache": cache, "reg": reg}
+
+    @cached_property
+    def above_register(self) -> list[int]:
+        """The root's tile per loop above the register levels (cache, else workgroup tile, else whole loop)."""
+        current = list(self.extents)
+        for level in self.sketch.levels:
+            if not level.startswith("vector_"):
+                current = [size or extent for size, extent in zip(self.per_level[level], current, strict=True)]
+        return current
+
+    @cached_property
+    def output_tiles(self) -> list[tuple[int, ...]]:
+        """The innermost tile of every vectorized op's output, in the output's dimension order.
+
+        The root's register tile, and per consumer its loops mapped to the root's
+        (or its own knob, or the whole extent); fills mirror the root's output.
+        """
+        dag, reg = self.dag, self.register
+        assert dag is not None
+        tiles = [tuple(reg[d] if d is not None else 1 for d in output_dims(dag.ops[dag.root]))]
+        for c in dag.consumers:
+            op = dag.ops[c]
+            sizes = list(op.extents)
+            for mine, theirs in dim_map(dag.ops, dag.root, c).items():
+                sizes[mine] = reg[theirs]
+            for d, size in self.consumer_tiles.get(c, {}).items():
+                sizes[d] = size
+            tiles.append(tuple(sizes[d] if d is not None else 1 for d in output_dims(op)))
+        return tiles
+
+    @cached_property
+    def workgroup_output_elements(self) -> int:
+        """Elements of the root's output tile per workgroup (a stack buffer when consumers run after the root)."""
+        dist = self.per_level.get("distribution", [0] * len(self.extents))
+        return prod((dist[d] or self.extents[d]) if d is not None else 1 for d in output_dims(self.root))
+
+    @cached_property
+    def padded_panel_bytes(self) -> int:
+        """Bytes of the root's operand tiles padded outside its reduction loop (stack buffers).
+
+        A padded root is padded along its parallel loops before its reduction
+        loops are tiled, so every input tile spans whole reduction loops there.
+        """
+        root, reg = self.root, self.register
+        sizes = [reg[d] if it == "parallel" else root.extents[d] for d, it in enumerate(root.iterator_types)]
+        total = 0
+        for amap in root.indexing_maps:
+            total += prod(_span(expr, sizes) for expr in _map_results(amap))
+        return total * self.task.root.element_bytes
+
+    @cached_property
+    def packed_panel_bytes(self) -> int:
+        """Bytes of the packed input panels (stack buffers): each input indexed by the vector loop, over the
+        root's tile above the register levels."""
+        root, extents = self.root, self.above_register
+        inputs = [dims for i, dims in operands_along(root, vector_loop(root)) if i < root.num_inputs]
+        return sum(prod(extents[d[0]] for d in dims) for dims in inputs) * self.task.root.element_bytes
 
 
-def resolve_tiles(sketch: Sketch, candidate: Candidate, dag: Dag) -> _Tiles:
+def resolve(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:
+    """The concrete loop structure a candidate of a sketch stands for."""
+    if sketch.family is Family.TRANSFORM:
+        dag = task_dag(task)
+        if dag is None:
+            raise ValueError(f"task {task.key} has no codegen structure for a transform strategy")
+        return _resolve_strategy(sketch, candidate, task, dag)
+    return _resolve_pipeline(sketch, candidate, task)
+
+
+def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag) -> Resolved:
+    """Root tiles per level as the strategy tiles them: a level re-tiles a loop only where its tile changes
+    (workgroups always), and loops `forced_unit_dims` get unit register tiles."""
     root = dag.ops[dag.root]
     values = dict(candidate.values)
-    forced = forced_unit_dims(sketch.rules, root)
+    forced = forced_unit_dims(root, sketch.has(Decompose))
     current = list(root.extents)
     per_level: dict[str, list[int]] = {}
     for level in sketch.levels:
         sizes = [0] * len(root.extents)
         for knob in tile_knobs(sketch.knobs):
-            if knob.name in values and level in knob.levels and not is_consumer_knob(knob.name):
+            if knob.of_root and knob.name in values and level in knob.levels:
                 size = values[knob.name][knob.levels.index(level)]
                 if size != current[knob.dim] or level == "distribution":
                     sizes[knob.dim] = size
@@ -65,60 +176,34 @@ def resolve_tiles(sketch: Sketch, candidate: Candidate, dag: Dag) -> _Tiles:
                     sizes[d] = 1
                     current[d] = 1
         per_level[level] = sizes
-    return _Tiles(per_level, current)
+    consumer_tiles: dict[int, dict[int, int]] = {}
+    for knob in tile_knobs(sketch.knobs):
+        if knob.op is not None:
+            consumer_tiles.setdefault(knob.op, {})[knob.dim] = values[knob.name][0]
+    return Resolved(sketch, candidate, task, dag, root.extents, root.iterator_types, per_level, current,
+                    consumer_tiles)
 
 
-
-def tile_above_register(sketch: Sketch, tiles: _Tiles, root: LinalgOpInfo) -> list[int]:
-    """The root's tile per loop above the register levels (cache, else workgroup tile, else whole loop)."""
-    current = list(root.extents)
-    for level in sketch.levels:
-        if not level.startswith("vector_"):
-            current = [size or extent for size, extent in zip(tiles.per_level[level], current, strict=True)]
-    return current
-
-
-
-def register_tiles(sketch: Sketch, candidate: Candidate, task: Task) -> tuple[int, ...]:
-    """The root's innermost tile per loop (what one vector op covers)."""
-    dag = task_dag(task)
-    assert dag is not None
-    return tuple(resolve_tiles(sketch, candidate, dag).register)
+def _resolve_pipeline(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:
+    """Tiles per IREE level, as the configuration names them (IREE's own for sketch zero)."""
+    config = render_config(sketch, candidate, task)
+    extents = task.root.loop_extents
+    per_level = {name: list(sizes[: len(extents)]) + [0] * (len(extents) - len(sizes)) for name, sizes in config.levels}
+    register = list(extents)
+    for name in sketch.levels or tuple(per_level):
+        for d, size in enumerate(per_level.get(name, ())):
+            if size:
+                register[d] = min(size, register[d])
+    return Resolved(sketch, candidate, task, task_dag(task), extents, task.root.iterator_types, per_level, register)
 
 
-def output_tiles(sketch: Sketch, candidate: Candidate, task: Task) -> list[tuple[int, ...]]:
-    """The innermost tile of every vectorized op's output, in the output's dimension order.
-
-    The root's register tile, and per consumer its loops mapped to the root's
-    (or its own knob, or the whole extent); fills mirror the root's output.
-    """
-    dag = task_dag(task)
-    assert dag is not None
-    values = dict(candidate.values)
-    reg = resolve_tiles(sketch, candidate, dag).register
-    tiles = [tuple(reg[d] if d is not None else 1 for d in output_dims(dag.ops[dag.root]))]
-    for c in dag.consumers:
-        op = dag.ops[c]
-        sizes = list(op.extents)
-        for mine, theirs in dim_map(dag.ops, dag.root, c).items():
-            sizes[mine] = reg[theirs]
-        for knob in tile_knobs(sketch.knobs):
-            if knob.name.startswith(f"c{c}d"):
-                sizes[knob.dim] = values[knob.name][0]
-        tiles.append(tuple(sizes[d] if d is not None else 1 for d in output_dims(op)))
-    return tiles
-
-
-def input_tiles(sketch: Sketch, candidate: Candidate, task: Task) -> list[tuple[int, ...]]:
+def input_tiles(resolved: Resolved) -> list[tuple[int, ...]]:
     """The root's register tile of every input, in the input's dimension order.
 
     A compound access (`d1 * 2 + d4`) spans more than one element when any of
     its loops does (counted as 2: only unit or not matters); constants span 1.
     """
-    dag = task_dag(task)
-    assert dag is not None
-    root = dag.ops[dag.root]
-    reg = resolve_tiles(sketch, candidate, dag).register
+    root, reg = resolved.root, resolved.register
     tiles = []
     for amap in root.indexing_maps[: root.num_inputs]:
         tile = []
@@ -143,43 +228,6 @@ def _span(expr: str, sizes: list[int]) -> int:
     return span
 
 
-def padded_panel_bytes(sketch: Sketch, candidate: Candidate, task: Task) -> int:
-    """Bytes of the root's operand tiles padded outside its reduction loop (stack buffers).
-
-    A padded root is padded along its parallel loops before its reduction
-    loops are tiled, so every input tile spans whole reduction loops there.
-    """
-    dag = task_dag(task)
-    assert dag is not None
-    root = dag.ops[dag.root]
-    reg = resolve_tiles(sketch, candidate, dag).register
-    sizes = [reg[d] if it == "parallel" else root.extents[d] for d, it in enumerate(root.iterator_types)]
-    total = 0
-    for amap in root.indexing_maps:
-        total += prod(_span(expr, sizes) for expr in _map_results(amap))
-    return total * task.root.element_bytes
-
-
-def packed_panel_bytes(sketch: Sketch, candidate: Candidate, task: Task) -> int:
-    """Bytes of the packed input panels (stack buffers): each input indexed by the vector loop, over the
-    root's tile above the register levels."""
-    dag = task_dag(task)
-    assert dag is not None
-    root = dag.ops[dag.root]
-    extents = tile_above_register(sketch, resolve_tiles(sketch, candidate, dag), root)
-    inputs = [dims for i, dims in operands_along(root, vector_loop(root)) if i < root.num_inputs]
-    return sum(prod(extents[d[0]] for d in dims) for dims in inputs) * task.root.element_bytes
-
-
-def workgroup_output_elements(sketch: Sketch, candidate: Candidate, task: Task) -> int:
-    """Elements of the root's output tile per workgroup (a stack buffer when consumers run after the root)."""
-    dag = task_dag(task)
-    assert dag is not None
-    root = dag.ops[dag.root]
-    dist = resolve_tiles(sketch, candidate, dag).per_level.get("distribution", [0] * len(root.extents))
-    return prod((dist[d] or root.extents[d]) if d is not None else 1 for d in output_dims(root))
-
-
 def has_interior_unit_dim(tile: tuple[int, ...]) -> bool:
     """A unit dimension after a non-unit one (`[1, 2, 1, 16]`, `[4, 1]`).
 
@@ -192,17 +240,6 @@ def has_interior_unit_dim(tile: tuple[int, ...]) -> bool:
     """
     first = next((i for i, size in enumerate(tile) if size > 1), len(tile))
     return any(size == 1 for size in tile[first:])
-
-
-def register_bytes(sketch: Sketch, candidate: Candidate, task: Task) -> tuple[int, int]:
-    """(accumulator bytes, operand tile bytes) of the root's register tile."""
-    dag = task_dag(task)
-    assert dag is not None
-    root = dag.ops[dag.root]
-    reg = register_tiles(sketch, candidate, task)
-    parallel = prod(reg[d] for d in range(len(reg)) if root.iterator_types[d] == "parallel")
-    total = prod(reg)
-    return parallel * 4, total * 4
 
 
 def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfig:
@@ -218,14 +255,14 @@ def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfi
         return IreeConfig(pipeline=sketch.pipeline, levels=())
     values = dict(candidate.values)
     loops = len(task.root.loop_extents)
-    if sketch.family == TRANSFORM_FAMILY and task.codegen_ops:
+    if sketch.family is Family.TRANSFORM and task.codegen_ops:
         dag = task_dag(task)
         loops = len(dag.ops[dag.root].extents) if dag else loops
     levels = []
     for level in sketch.levels:
         sizes = [0] * loops
         for knob in tile_knobs(sketch.knobs):
-            if level in knob.levels and knob.name == f"d{knob.dim}" and knob.dim < loops:
+            if level in knob.levels and knob.of_root and knob.dim < loops:
                 sizes[knob.dim] = values[knob.name][knob.levels.index(level)]
         levels.append((level, tuple(sizes)))
     return IreeConfig(pipeline=sketch.pipeline, levels=tuple(levels))

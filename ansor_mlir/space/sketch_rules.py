@@ -11,8 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ansor_mlir.core import schedule
-from ansor_mlir.core.schedule import LEVEL_KIND, LEVEL_ORDER, REDUCTION, SPATIAL, TRANSFORM_FAMILY, Sketch, TileKnob
+from ansor_mlir.core.schedule import (
+    LEVEL_KIND,
+    LEVEL_ORDER,
+    PIPELINE,
+    REDUCTION,
+    SPATIAL,
+    ConfigurePipeline,
+    Family,
+    Sketch,
+    TileKnob,
+    UseIreeDefault,
+)
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.space import dag as dags
@@ -43,11 +53,11 @@ class IreeDefaultRule:
             Sketch(
                 task_key=task.key,
                 index=index,
+                family=Family.PIPELINE,
                 pipeline=config.pipeline if config else "none",
                 levels=tuple(name for name, _ in config.levels) if config else (),
-                knobs=(),
+                steps=(UseIreeDefault(config=config),),
                 rules=(self.name,),
-                fixed_config=config,
             )
         ]
 
@@ -94,9 +104,10 @@ class MultiLevelTilingRule:
             Sketch(
                 task_key=task.key,
                 index=index,
+                family=Family.PIPELINE,
                 pipeline=self.pipeline,
                 levels=levels,
-                knobs=tuple(knobs),
+                steps=(ConfigurePipeline(tuple(knobs), self.pipeline),),
                 rules=(self.name,),
             )
         ]
@@ -132,21 +143,18 @@ class TransformTilingRule:
         dag = dags.task_dag(task)
         assert dag is not None
         levels = self.levels()
-        knobs = (*decisions.tiling_knobs(dag, levels), *decisions.consumer_knobs(dag),
-                 *decisions.choice_knobs(dag, rfactor=False))
-        return [Sketch(task.key, index, schedule.PIPELINE, levels, tuple(knobs), (self.name,),
-                       family=TRANSFORM_FAMILY)]
+        return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, decisions.transform_steps(dag, levels),
+                       (self.name,))]
 
 
-def register_level_sketch(task: Task, index: int, rule: str, padded: bool, rfactor: bool) -> Sketch:
-    """A transform sketch tiled at the workgroup and register levels (no cache level)."""
+def register_level_sketch(task: Task, index: int, rule: str, **structure: bool) -> Sketch:
+    """A transform sketch tiled at the workgroup and register levels (no cache level), with the structural
+    primitives `structure` asks for (`rfactor`, `padded`, `decomposed`)."""
     dag = dags.task_dag(task)
     assert dag is not None
     levels = ("distribution", "vector_common_parallel", "vector_reduction", "vector_inner_parallel")
-    knobs = (*decisions.tiling_knobs(dag, levels, padded=padded, rules=(rule,)),
-             *decisions.consumer_knobs(dag), *decisions.choice_knobs(dag, rfactor=rfactor))
-    return Sketch(task.key, index, schedule.PIPELINE, levels, tuple(knobs),
-                  ("td-multi-level-tiling", rule), family=TRANSFORM_FAMILY)
+    return Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels,
+                  decisions.transform_steps(dag, levels, **structure), ("td-multi-level-tiling", rule))
 
 
 @dataclass(frozen=True)
@@ -165,7 +173,7 @@ class TransformRfactorRule:
         return dag is not None and dag.rfactor_pays(target.vector_lanes(task.root.element_bytes))
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        return [register_level_sketch(task, index, self.name, padded=False, rfactor=True)]
+        return [register_level_sketch(task, index, self.name, rfactor=True)]
 
 
 @dataclass(frozen=True)
@@ -179,14 +187,14 @@ class TransformPaddingRule:
     vectorized into out-of-bounds (masked) reads and writes.
     """
 
-    name: str = decisions.PADDING
+    name: str = "padding"
 
     def applies(self, task: Task, target: Target) -> bool:
         dag = dags.task_dag(task)
         return dag is not None and dag.pad_pays(target.vector_lanes(task.root.element_bytes))
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        return [register_level_sketch(task, index, self.name, padded=True, rfactor=False)]
+        return [register_level_sketch(task, index, self.name, padded=True)]
 
 
 @dataclass(frozen=True)
@@ -200,7 +208,7 @@ class TransformPackingRule:
     GotoBLAS and mmt4d do), so every register step reads whole vectors.
     """
 
-    name: str = decisions.PACKING
+    name: str = "packing"
 
     def applies(self, task: Task, target: Target) -> bool:
         dag = dags.task_dag(task)
@@ -210,10 +218,9 @@ class TransformPackingRule:
         dag = dags.task_dag(task)
         assert dag is not None
         levels = TransformTilingRule(with_cache=True).levels()
-        knobs = (*decisions.tiling_knobs(dag, levels), *decisions.consumer_knobs(dag),
-                 *decisions.choice_knobs(dag, rfactor=False, fusion=False))
-        return [Sketch(task.key, index, schedule.PIPELINE, levels, tuple(knobs),
-                       ("td-multi-level-tiling-cached", self.name), family=TRANSFORM_FAMILY)]
+        steps = decisions.transform_steps(dag, levels, packed=True)
+        return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, steps,
+                       ("td-multi-level-tiling-cached", self.name))]
 
 
 @dataclass(frozen=True)
@@ -229,14 +236,14 @@ class TransformDecomposeRule:
     (IREE's `ConvTileAndDecomposeExpert` does the same).
     """
 
-    name: str = dags.DECOMPOSE
+    name: str = "decompose"
 
     def applies(self, task: Task, target: Target) -> bool:
         dag = dags.task_dag(task)
         return dag is not None and dags.conv_2d_loops(dag.ops[dag.root]) is not None
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        return [register_level_sketch(task, index, self.name, padded=False, rfactor=False)]
+        return [register_level_sketch(task, index, self.name, decomposed=True)]
 
 
 def cpu_rules() -> list[SketchRule]:

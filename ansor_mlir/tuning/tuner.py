@@ -23,10 +23,10 @@ from rich.table import Table
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate, Sketch
+from ansor_mlir.core.schedule import Candidate, Family, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.database.records import Record, append_records, now, read_records
+from ansor_mlir.database.records import Record, append_records, now, producer_versions, read_records, task_history
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder, BuildInput
@@ -116,7 +116,7 @@ def make_inputs(task: Task, workdir: Path, seed: int) -> list[str]:
 
 def build_input(task: Task, sketch: Sketch, candidate: Candidate, flow_text: str, out: Path) -> BuildInput:
     """What to compile for a candidate: a configuration for the root, or a whole strategy."""
-    if sketch.family == TRANSFORM_FAMILY:
+    if sketch.family is Family.TRANSFORM:
         strategy = (strategy_name(task, candidate), render_strategy(sketch, candidate, task,
                                                                     strategy_name(task, candidate)))
         return BuildInput(task.key, flow_text, task.root_index, None, out, strategy)
@@ -205,16 +205,13 @@ class Tuner:
         references = [str(workdir / f"{task.key}_ref{i}.npy") for i in range(len(task.output_types))]
         result = TaskResult(task=task)
         session = TaskSession(task, sketches, flow_text, inputs, references, set(), result)
-        mine = [
-            r for r in records
-            if r.target == self.target.key and r.task_key == task.key and r.result.error != ErrorKind.NOT_MEASURED
-        ]
+        mine = task_history(records, self.target.key, task.key, sketches)
         for record in mine:
             session.measured.add(record.candidate.identity)
             self._account(session, record)
-        self.policy.update(task, sketches, [(r.candidate, r.result) for r in mine])
+        self.policy.update(task, sketches, [(r.candidate, r.result) for r in mine if r.candidate.sketch_index >= 0])
         default = self._measure_reference(session, workdir)
-        if not any(r.candidate.sketch_index == 0 for r in mine):
+        if not any(r.is_default for r in mine):
             self._account(session, default)
             append_records(self.options.log, [default])
             session.measured.add(default.candidate.identity)
@@ -253,13 +250,12 @@ class Tuner:
             task_key=session.task.key,
             task_name=session.task.name,
             candidate=candidate,
-            pipeline=sketch.pipeline,
-            rules=sketch.rules,
+            sketch=sketch,
             config=render_config(sketch, candidate, session.task),
             root_index=session.task.root_index,
             result=result,
             timestamp=now(),
-            family=sketch.family,
+            versions=producer_versions(),
         )
 
     def _account(self, session: TaskSession, record: Record) -> None:

@@ -23,7 +23,7 @@ from make_golden import TARGETS, canonical  # noqa: E402
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name  # noqa: E402
 from ansor_mlir.codegen.tuning_spec import render_library, render_spec  # noqa: E402
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY, Candidate  # noqa: E402
+from ansor_mlir.core.schedule import Candidate, Family  # noqa: E402
 from ansor_mlir.frontend.task_extraction import extract_tasks  # noqa: E402
 from ansor_mlir.space.resolve import render_config  # noqa: E402
 from ansor_mlir.space.sketch_rules import generate_sketches  # noqa: E402
@@ -47,7 +47,7 @@ def test_frozen_candidates_render_the_same_programs(path: Path):
             what = f"{path.stem} {task.name} s{item['sketch']} {item['values']}"
             config = render_config(sketch, candidate, task)
             assert config.to_dict() == item["config"], what
-            if sketch.family == TRANSFORM_FAMILY:
+            if sketch.family is Family.TRANSFORM:
                 name = strategy_name(task, candidate)
                 strategy = render_strategy(sketch, candidate, task, name)
                 wrapped = "module attributes { transform.with_named_sequence } {\n" + strategy + "}\n"

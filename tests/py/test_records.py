@@ -5,17 +5,20 @@ from __future__ import annotations
 import pytest
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
-from ansor_mlir.core.schedule import Candidate
+from ansor_mlir.core.schedule import Candidate, ConfigurePipeline, Family, Sketch, TileKnob
 from ansor_mlir.core.task import IreeConfig
 from ansor_mlir.database.records import Record, append_records, best_records, read_records
 
 CONFIG = IreeConfig("DoubleTilingExpert", (("distribution", (8, 8, 0)),))
+KNOB = TileKnob("d0", 0, 64, ("distribution", "vector_common_parallel"))
+SKETCH = Sketch("k1", 1, Family.PIPELINE, "DoubleTilingExpert", ("distribution", "vector_common_parallel"),
+                (ConfigurePipeline((KNOB,), "DoubleTilingExpert"),), ("multi-level-tiling",))
 
 
 def record(target: str, median: float | None, error: ErrorKind = ErrorKind.NONE, sketch: int = 1) -> Record:
     return Record(
         target=target, task_key="k1", task_name="t", candidate=Candidate("k1", sketch, (("d0", (8, 8)),)),
-        pipeline="DoubleTilingExpert", rules=("multi-level-tiling",), config=CONFIG, root_index=0,
+        sketch=SKETCH, config=CONFIG, root_index=0,
         result=MeasureResult(error, median_s=median), timestamp=1.0,
     )
 

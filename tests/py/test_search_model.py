@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
-from ansor_mlir.core.schedule import Candidate, TileKnob
+from ansor_mlir.core.schedule import Candidate, Pad, TileKnob
 from ansor_mlir.core.task import main_task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.model.cost_model import CostModel, TrainingSet, normalized_throughput
-from ansor_mlir.model.features import FEATURE_NAMES, featurize, footprint, parse_indexing_map, tile_plan
+from ansor_mlir.model.features import FEATURE_NAMES, featurize, footprint, parse_indexing_map
 from ansor_mlir.search.evolutionary_search import EvolutionarySearch, EvolutionParams, crossover, mutate
 from ansor_mlir.space.annotation import divisors, is_valid, sample_candidate
+from ansor_mlir.space.resolve import resolve
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.workloads import make_workload
 
@@ -29,7 +32,7 @@ def test_conv_map_footprint_counts_the_halo():
 
 def test_default_sketch_plan_follows_iree_levels(small_task, target):
     sketch = generate_sketches(small_task, target)[0]
-    plan = tile_plan(sketch, Candidate(small_task.key, 0, ()), small_task)
+    plan = resolve(sketch, Candidate(small_task.key, 0, ()), small_task).level_tiles()
     config = small_task.default_config
     dist = config.level("distribution")
     assert plan["wg"][:2] == tuple(d or e for d, e in zip(dist[:2], small_task.root.loop_extents[:2], strict=True))
@@ -100,7 +103,7 @@ def test_mutation_and_crossover_keep_chains_valid(small_task, target):
 def test_mutation_proposes_padded_register_tiles(target):
     """GMM 1x40x40x40 (40 columns: not whole 16-lane vectors): mutants of the padding sketch reach 48."""
     task = main_task(extract_tasks(make_workload("GMM", (1, 40, 40, 40)).mlir, target, "GMM"))
-    sketch = next(s for s in generate_sketches(task, target) if "padding" in s.rules)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Pad))
     rng = random.Random(0)
     parent = sample_candidate(sketch, task, target, rng)
     seen = set()
@@ -145,3 +148,36 @@ def test_every_sketch_of_a_batch1_conv_featurizes(target):
         candidate = sample_candidate(sketch, task, target, rng)
         if candidate is not None:
             assert len(featurize(task, sketch, candidate, target)) == len(FEATURE_NAMES)
+
+
+def test_conv_features_describe_the_strategy_actually_built(target):
+    """Window loops forced unit in the strategy are unit in the features too (one `resolve` feeds both)."""
+    import random
+
+    from ansor_mlir.codegen.transform_strategy import render_strategy
+    from ansor_mlir.core.schedule import Decompose, Family
+    from ansor_mlir.frontend.task_extraction import extract_tasks
+    from ansor_mlir.space.annotation import sample_candidate
+    from ansor_mlir.space.dag import forced_unit_dims
+
+    text = (Path(__file__).parent / "golden" / "inputs" / "c2d.mlir").read_text()
+    task = next(t for t in extract_tasks(text, target, "c2d") if t.root.reduction_dims)
+    sketch = next(s for s in generate_sketches(task, target) if s.family is Family.TRANSFORM and not s.has(Decompose))
+    rng = random.Random(0)
+    for _ in range(5):
+        candidate = sample_candidate(sketch, task, target, rng)
+        resolved = resolve(sketch, candidate, task)
+        forced = forced_unit_dims(resolved.root, decomposed=False)
+        assert forced, "a strided 3x3 window has loops the register tile keeps unit"
+        reg = resolved.level_tiles()["reg"]
+        assert all(reg[d] == 1 for d in forced)
+        # The strategy tiles those loops by 1 at a register level, and the features read the same tiles.
+        text = render_strategy(sketch, candidate, task, "s")
+        assert "tile_sizes" in text
+        names = list(FEATURE_NAMES)
+        feats = featurize(task, sketch, candidate, target)
+        volume = 1
+        for d, size in enumerate(reg):
+            if resolved.iterator_types[d] == "reduction":
+                volume *= size
+        assert feats[names.index("reg_red_volume")] == pytest.approx(math.log2(1 + volume))

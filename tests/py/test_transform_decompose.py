@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from ansor_mlir.codegen.transform_strategy import render_strategy
-from ansor_mlir.core.schedule import Candidate, tile_knobs
+from ansor_mlir.core.schedule import Candidate, Decompose, tile_knobs
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
-from ansor_mlir.space.dag import DECOMPOSE, conv_2d_loops, task_dag
+from ansor_mlir.space.dag import conv_2d_loops, task_dag
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
 from ansor_mlir.workloads import make_workload
@@ -38,12 +38,12 @@ def main_of(name: str, shape: tuple[int, ...], target):
 def test_decompose_sketch_only_for_2d_convolutions(target, name, shape, expected):
     _, task = main_of(name, shape, target)
     assert (conv_2d_loops(task_dag(task).ops[task_dag(task).root]) is not None) == expected
-    assert any(DECOMPOSE in s.rules for s in generate_sketches(task, target)) == expected
+    assert any(s.has(Decompose) for s in generate_sketches(task, target)) == expected
 
 
 def test_only_oh_and_kh_are_unit_and_the_strategy_decomposes(target):
     _, task = main_of("C2D", C2D, target)
-    sketch = next(s for s in generate_sketches(task, target) if DECOMPOSE in s.rules)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Decompose))
     n, oh, ow, co, kh, kw, ci = conv_2d_loops(task_dag(task).ops[task_dag(task).root])
     register = {k.dim for k in tile_knobs(sketch.knobs) if any(lv.startswith("vector_") for lv in k.levels)}
     assert ow in register and kw in register and oh not in register and kh not in register
@@ -56,7 +56,7 @@ def test_only_oh_and_kh_are_unit_and_the_strategy_decomposes(target):
 @pytest.mark.parametrize("name, shape", [("C2D", C2D), ("DIL", DIL)])
 def test_multi_pixel_register_tiles_compile_run_and_match_numpy(target, name, shape, tmp_path: Path):
     workload, task = main_of(name, shape, target)
-    sketch = next(s for s in generate_sketches(task, target) if DECOMPOSE in s.rules)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Decompose))
     n, oh, ow, co, kh, kw, ci = conv_2d_loops(task_dag(task).ops[task_dag(task).root])
     chains = {f"d{ow}": (task_dag(task).ops[task_dag(task).root].extents[ow], 7 if name == "C2D" else 6),
               f"d{co}": (16, 16), f"d{kw}": (1,), f"d{ci}": (3,)}

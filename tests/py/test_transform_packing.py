@@ -10,7 +10,7 @@ import pytest
 from conftest import matmul_bias_relu
 
 from ansor_mlir.codegen.transform_strategy import render_strategy
-from ansor_mlir.core.schedule import Candidate
+from ansor_mlir.core.schedule import Candidate, Pack
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder
@@ -18,7 +18,6 @@ from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.dag import task_dag
-from ansor_mlir.space.decisions import PACKING
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
 from ansor_mlir.workloads import make_workload
@@ -35,7 +34,7 @@ def linear_bias_relu(m: int, n: int, k: int) -> str:
 def packing(target):
     mlir = linear_bias_relu(M, N, K)
     task = main_task(extract_tasks(mlir, target, "linear"))
-    sketch = next(s for s in generate_sketches(task, target) if PACKING in s.rules)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Pack))
     return mlir, task, sketch
 
 
@@ -44,11 +43,11 @@ def test_packing_only_where_an_input_is_read_across_the_vector_loop(target, pack
     assert task_dag(task).packed_operands() == (1,)
     assert "consumer_fusion" not in {k.name for k in sketch.knobs}
     plain = main_task(extract_tasks(matmul_bias_relu(M, N, K), target, "mm"))
-    assert not any(PACKING in s.rules for s in generate_sketches(plain, target))
+    assert not any(s.has(Pack) for s in generate_sketches(plain, target))
     conv = main_task(extract_tasks(make_workload("C2D", (1, 14, 14, 3, 16, 3, 2, 1)).mlir, target, "C2D"))
-    assert not any(PACKING in s.rules for s in generate_sketches(conv, target))
+    assert not any(s.has(Pack) for s in generate_sketches(conv, target))
     tbs = main_task(extract_tasks(make_workload("TBS", (1, 16, 2, 16)).mlir, target, "TBS"))
-    assert any(PACKING in s.rules for s in generate_sketches(tbs, target))
+    assert any(s.has(Pack) for s in generate_sketches(tbs, target))
 
 
 def values(k_cache: int) -> dict[str, tuple[int, ...]]:
@@ -69,7 +68,7 @@ def test_panels_over_the_stack_limit_are_rejected(target):
     """IREE's stack is 32 KiB: a 32x64 output tile (8 KiB, the epilogue runs after the root) plus a
     64x64 panel of `W` (16 KiB) fit; a 64x1024 panel (256 KiB) or a 64x128 one (32 KiB) does not."""
     task = main_task(extract_tasks(linear_bias_relu(64, 64, 1024), target, "linear"))
-    sketch = next(s for s in generate_sketches(task, target) if PACKING in s.rules)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Pack))
     good = {"d0": (32, 32, 8), "d1": (64, 64, 32), "d2": (64, 1), "cache_write": (0,), "lowering": (0,)}
     assert is_valid(sketch, good, task, target)
     assert not is_valid(sketch, {**good, "d2": (128, 1)}, task, target)

@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 from conftest import matmul_bias_relu
 
-from ansor_mlir.core.schedule import Candidate, TileKnob
+from ansor_mlir.core.schedule import Candidate, Pad, TileKnob
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, padded_register_options, sample_candidate
-from ansor_mlir.space.decisions import PADDING
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
 from ansor_mlir.workloads import make_workload
@@ -29,7 +28,7 @@ M, N, K = 20, 40, 36
 def padded(target):
     mlir = matmul_bias_relu(M, N, K)
     task = main_task(extract_tasks(mlir, target, "mm"))
-    sketch = next(s for s in generate_sketches(task, target) if PADDING in s.rules)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Pad))
     return mlir, task, sketch
 
 
@@ -37,7 +36,7 @@ def test_padding_sketch_only_where_divisors_are_poor(target, padded):
     _, _, sketch = padded
     assert all(k.padded for k in sketch.knobs if isinstance(k, TileKnob) and k.name.startswith("d"))
     even = main_task(extract_tasks(matmul_bias_relu(64, 64, 64), target, "mm"))
-    assert not any(PADDING in s.rules for s in generate_sketches(even, target))
+    assert not any(s.has(Pad) for s in generate_sketches(even, target))
     assert not any(k.padded for s in generate_sketches(even, target) for k in s.knobs if isinstance(k, TileKnob))
 
 
@@ -65,7 +64,7 @@ def test_padded_tiles_round_up_whole_vectors_only(target, padded):
 def test_padded_panels_over_the_stack_limit_are_rejected(target):
     """GMM 109^3, a 1x80 register tile: B's padded 109x80 panel (34 KiB) exceeded IREE's 32 KiB stack."""
     task = main_task(extract_tasks(make_workload("GMM", (1, 109, 109, 109)).mlir, target, "GMM"))
-    sketch = next(s for s in generate_sketches(task, target) if PADDING in s.rules)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Pad))
     good = {"cache_write": (0,), "d1": (1, 1), "d2": (109, 32), "d3": (1,), "lowering": (0,)}
     assert is_valid(sketch, good, task, target)
     assert not is_valid(sketch, {**good, "d2": (109, 80)}, task, target)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE.parents[2]))
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name  # noqa: E402
 from ansor_mlir.codegen.tuning_spec import render_library, render_spec  # noqa: E402
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY  # noqa: E402
+from ansor_mlir.core.schedule import Family  # noqa: E402
 from ansor_mlir.core.target import Target  # noqa: E402
 from ansor_mlir.frontend.task_extraction import extract_tasks  # noqa: E402
 from ansor_mlir.space.annotation import sample_candidate  # noqa: E402
@@ -60,7 +60,7 @@ def case(stem: str, target_name: str) -> dict:
         rng = random.Random(7)
         entry = {"key": task.key, "name": task.name, "sketches": [], "candidates": []}
         for sketch in sketches:
-            entry["sketches"].append({"index": sketch.index, "rules": list(sketch.rules), "family": sketch.family,
+            entry["sketches"].append({"index": sketch.index, "rules": list(sketch.rules), "family": sketch.family.value,
                                       "knobs": [k.name for k in sketch.knobs]})
             if not sketch.knobs:
                 continue
@@ -71,7 +71,7 @@ def case(stem: str, target_name: str) -> dict:
                 config = render_config(sketch, candidate, task)
                 item = {"sketch": sketch.index, "values": {k: list(v) for k, v in candidate.values},
                         "config": config.to_dict()}
-                if sketch.family == TRANSFORM_FAMILY:
+                if sketch.family is Family.TRANSFORM:
                     name = strategy_name(task, candidate)
                     strategy = render_strategy(sketch, candidate, task, name)
                     item["strategy"] = canonical(
