@@ -1,9 +1,9 @@
 """Cost-model training data from tuning logs.
 
-A record names its task by key and its candidate by sketch index and knob
-values; with the task (re-extracted from the same module) and its sketches
-(regenerated deterministically) it featurizes back into exactly the program
-that was measured.
+A record names its task by key and carries its candidate's trace and knob
+values (older records: a sketch index, upgraded against the regenerated
+sketches); with the task (re-extracted from the same module) it featurizes
+back into exactly the program that was measured.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.database.records import Record
+from ansor_mlir.database.records import Record, task_history
 from ansor_mlir.model.cost_model import TrainingSet
 from ansor_mlir.model.features import featurize_many
 from ansor_mlir.space.sketch_rules import generate_sketches
@@ -20,12 +20,9 @@ from ansor_mlir.space.sketch_rules import generate_sketches
 
 def task_samples(records: list[Record], task: Task, target: Target) -> tuple[np.ndarray, np.ndarray]:
     """(features, seconds) of one task's records for this target; failures time as inf."""
-    sketches = {s.index: s for s in generate_sketches(task, target)}
-    mine = [
-        r for r in records
-        if r.target == target.key and r.task_key == task.key and r.candidate.sketch_index in sketches
-    ]
-    features = featurize_many(task, sketches, [r.candidate for r in mine], target)
+    sketches = generate_sketches(task, target)
+    mine = [r for r in task_history(records, target.key, task.key, sketches) if r.candidate.sketch_index >= 0]
+    features = featurize_many(task, {s.index: s for s in sketches}, [r.candidate for r in mine], target)
     times = np.array([r.result.median_s if r.ok else np.inf for r in mine], dtype=np.float64)
     return features, times
 
