@@ -8,6 +8,7 @@ No rule names an operator: they read loop structure only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,6 +26,7 @@ from ansor_mlir.core.schedule import (
 )
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
+from ansor_mlir.errors import AnsorError
 from ansor_mlir.space import dag as dags
 from ansor_mlir.space import decisions
 
@@ -261,10 +263,22 @@ def cpu_rules() -> list[SketchRule]:
     ]
 
 
+# The rule list of each backend: a new target adds an entry (and its rules), not branches in the search.
+RULES_BY_BACKEND: dict[str, Callable[[], list[SketchRule]]] = {"llvm-cpu": cpu_rules}
+
+
+def rules_for(target: Target) -> list[SketchRule]:
+    factory = RULES_BY_BACKEND.get(target.backend)
+    if factory is None:
+        raise AnsorError(f"no sketch rules for target backend '{target.backend}': "
+                         f"known backends are {', '.join(sorted(RULES_BY_BACKEND))}")
+    return factory()
+
+
 def generate_sketches(task: Task, target: Target, rules: list[SketchRule] | None = None) -> list[Sketch]:
-    """All sketches of a task, sketch zero (IREE's default) first."""
+    """All sketches of a task, sketch zero (IREE's default) first: the target's rules, or the `rules` given."""
     sketches: list[Sketch] = []
-    for rule in rules if rules is not None else cpu_rules():
+    for rule in rules if rules is not None else rules_for(target):
         if rule.applies(task, target):
             sketches.extend(rule.apply(task, target, len(sketches)))
     return sketches
