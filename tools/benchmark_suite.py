@@ -15,9 +15,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from ansor_mlir.bench.threads import pin_single_thread
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # ansor_bench sits at the repo root, not installed
+
+from ansor_bench.threads import pin_single_thread  # noqa: E402
 
 
 def parse_shapes(text: str) -> str | list[int]:
@@ -48,8 +49,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def pick_workloads(args: argparse.Namespace):
+    from ansor_bench.workloads import make_workload, suite_names, suite_shapes
     from ansor_mlir.errors import AnsorError
-    from ansor_mlir.workloads import make_workload, suite_names, suite_shapes
 
     if args.shape:
         rows = []
@@ -75,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ansor_mlir.bench import report as rep
-    from ansor_mlir.bench.contenders import Settings, select_contenders
-    from ansor_mlir.bench.roofline import measure_roofline
-    from ansor_mlir.bench.suite import TimingPlan, rescored, run_workload
+    from ansor_bench import report as rep
+    from ansor_bench.contenders import Settings, select_contenders
+    from ansor_bench.roofline import measure_roofline
+    from ansor_bench.suite import TimingPlan, rescored, run_workload
     from ansor_mlir.core.target import detect_host
     from ansor_mlir.errors import AnsorError
 

@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e ".[test]"
-python3 -m ruff check ansor_mlir tools tests
+python3 -m ruff check ansor_mlir ansor_bench tools tests
 lit -v tests/lit
 python3 -m pytest -q tests/py

@@ -38,9 +38,11 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.measure.compare import Contender, run_once, time_alternately
 from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
 from ansor_mlir.model.cost_model import CostModel
-from ansor_mlir.model.model_quality import leave_one_out
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner
-from ansor_mlir.workloads import Workload, parse_workload_specs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ansor_bench sits at the repo root, not installed
+from ansor_bench.model_quality import leave_one_out  # noqa: E402
+from ansor_bench.workloads import Workload, parse_workload_specs  # noqa: E402
 
 POLICIES = ("random", "evolutionary")
 DEFAULT_WORKLOADS = ("GMM:0,1,2", "TBS:0", "CAP:1", "NRM:1", "softmax:2")

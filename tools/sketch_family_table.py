@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,7 +38,9 @@ from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input, make_inputs, task_module
-from ansor_mlir.workloads import make_workload, suite_workloads
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ansor_bench sits at the repo root, not installed
+from ansor_bench.workloads import make_workload, suite_workloads  # noqa: E402
 
 CHUNK = 4
 

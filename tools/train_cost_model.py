@@ -4,9 +4,11 @@ Records name tasks by structural key, so the tool re-extracts the tasks of
 the suite workloads (or the ones given) to featurize them. With
 `--quality` it reports, per workload, a model trained on all other
 workloads and tested on this one (pairwise accuracy, top-30 recall, R^2).
-The default output is the model shipped in the package as the warm start.
+By default it trains on the logs `data/MANIFEST.json` lists for the shipped
+model (each checked against its sha256) and writes that model, the one the
+package ships as the search's warm start.
 
-    python tools/train_cost_model.py --logs docs/search/logs/*.jsonl
+    python tools/train_cost_model.py
     python tools/train_cost_model.py --logs LOG.jsonl --workloads GMM:0 TBS:0 --quality --out /tmp/model.json
 """
 
@@ -22,11 +24,14 @@ from ansor_mlir.core.target import detect_host
 from ansor_mlir.database.records import read_records
 from ansor_mlir.database.training_data import grouped_sets, tasks_by_module
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.model.cost_model import PRETRAINED, CostModel, TrainingSet
-from ansor_mlir.model.model_quality import leave_one_out
-from ansor_mlir.workloads import parse_workload_specs, suite_names, suite_shapes
+from ansor_mlir.model.cost_model import CostModel, TrainingSet
 
-SHIPPED = Path(__file__).resolve().parent.parent / "ansor_mlir" / "data" / PRETRAINED
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ansor_bench sits at the repo root, not installed
+from ansor_bench.datasets import REPO, SHIPPED_MODEL, training_logs  # noqa: E402
+from ansor_bench.model_quality import leave_one_out  # noqa: E402
+from ansor_bench.workloads import parse_workload_specs, suite_names, suite_shapes  # noqa: E402
+
+SHIPPED = REPO / SHIPPED_MODEL
 
 
 def workload_modules(specs: list[str] | None) -> dict[str, str]:
@@ -38,16 +43,18 @@ def workload_modules(specs: list[str] | None) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--logs", nargs="+", type=Path, required=True)
+    parser.add_argument("--logs", nargs="+", type=Path, default=None,
+                        help=f"tuning logs (default: those data/MANIFEST.json lists as training {SHIPPED_MODEL})")
     parser.add_argument("--workloads", nargs="*", default=None, help="NAME:i,j ... (default: the whole suite)")
     parser.add_argument("--out", type=Path, default=SHIPPED)
     parser.add_argument("--quality", action="store_true", help="also score held-out workloads")
     args = parser.parse_args(argv)
     try:
         target = detect_host()
-        records = [r for log in args.logs for r in read_records(log)]
+        logs = args.logs or training_logs()
+        records = [r for log in logs for r in read_records(log)]
         if not records:
-            raise AnsorError(f"no records in {', '.join(map(str, args.logs))}")
+            raise AnsorError(f"no records in {', '.join(map(str, logs))}")
         groups = grouped_sets(records, tasks_by_module(workload_modules(args.workloads), target), target)
         groups = {name: data for name, data in groups.items() if data.size}
         used = sum(d.size for d in groups.values())

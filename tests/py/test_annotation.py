@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 
+from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.tuning_spec import render_spec
 from ansor_mlir.core.schedule import Candidate, tile_knobs
 from ansor_mlir.core.task import main_task
@@ -12,7 +13,6 @@ from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.space.annotation import divisors, is_valid, pipeline_consumer_vector_elements, sample_candidate
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.workloads import make_workload
 
 
 def test_sketch_zero_is_iree_default(small_task, target):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import subprocess
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ansor_mlir.bench.roofline import measure_roofline
-from ansor_mlir.bench.timing import mismatch
+from ansor_bench.roofline import measure_roofline
+from ansor_bench.timing import mismatch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,3 +73,15 @@ def test_quick_run_writes_csv_json_plots_and_markdown(tmp_path):
         assert needle in text
     assert (doc.parent / "bench" / "results.csv").exists()
     assert (doc.parent / "bench" / "speedup_vs_iree_default.png").stat().st_size > 1000
+
+
+def test_the_library_never_imports_the_bench_package():
+    """ansor_bench is not installed with the library, so no ansor_mlir module may depend on it."""
+    offenders = []
+    for path in sorted((REPO / "ansor_mlir").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] == "ansor_bench"]
+    assert not offenders, offenders
+    assert not (REPO / "ansor_mlir" / "bench").exists() and not (REPO / "ansor_mlir" / "workloads.py").exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ansor_bench.workloads import make_workload
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.schedule import Candidate, Pad, TileKnob
 from ansor_mlir.core.task import main_task
@@ -20,7 +21,6 @@ from ansor_mlir.search.evolutionary_search import EvolutionarySearch, EvolutionP
 from ansor_mlir.space.annotation import divisors, is_valid, sample_candidate
 from ansor_mlir.space.resolve import resolve
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.workloads import make_workload
 
 
 def test_conv_map_footprint_counts_the_halo():
@@ -136,8 +136,8 @@ def test_evolution_never_proposes_measured_candidates_and_learns(small_task, tar
 
 
 def test_every_sketch_of_a_batch1_conv_featurizes(target):
+    from ansor_bench.workloads import make_workload
     from ansor_mlir.frontend.task_extraction import extract_tasks
-    from ansor_mlir.workloads import make_workload
 
     workload = make_workload("C2D", (1, 10, 10, 8, 16, 3, 1, 1))
     (task,) = [t for t in extract_tasks(workload.mlir, target, "c2d") if t.tunable]

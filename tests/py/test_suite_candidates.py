@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ansor_bench.workloads import make_workload, suite_names
 from ansor_mlir.core.schedule import FAMILIES
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
@@ -23,7 +24,6 @@ from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
-from ansor_mlir.workloads import make_workload, suite_names
 
 # Reduced channels and spatial sizes, same generators and argument order as the suite.
 SMALL_SHAPES = {

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.transform_strategy import render_strategy
 from ansor_mlir.core.schedule import Candidate, Decompose, tile_knobs
 from ansor_mlir.core.task import main_task
@@ -19,7 +20,6 @@ from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.dag import conv_2d_loops, task_dag
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
-from ansor_mlir.workloads import make_workload
 
 C2D = (1, 14, 14, 3, 16, 3, 2, 1)  # stride 2: 7x7 outputs
 DIL = (1, 14, 14, 3, 16, 3, 1, 1, 2)  # dilation 2: 12x12 outputs

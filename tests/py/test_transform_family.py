@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ansor_bench.workloads import make_workload
 from ansor_mlir import api
 from ansor_mlir.codegen.transform_strategy import render_strategy
 from ansor_mlir.core.task import main_task
@@ -20,7 +21,6 @@ from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.resolve import has_interior_unit_dim
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import TuneOptions
-from ansor_mlir.workloads import make_workload
 
 CONV = """
 func.func @conv(%x: tensor<1x10x10x8xf32>, %w: tensor<3x3x8x16xf32>) -> tensor<1x8x8x16xf32> {

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import matmul_bias_relu
 
+from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.transform_strategy import render_strategy
 from ansor_mlir.core.schedule import Candidate, Pack
 from ansor_mlir.core.task import main_task
@@ -20,7 +21,6 @@ from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.dag import task_dag
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
-from ansor_mlir.workloads import make_workload
 
 M, N, K = 32, 64, 96
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import matmul_bias_relu
 
+from ansor_bench.workloads import make_workload
 from ansor_mlir.core.schedule import Candidate, Pad, TileKnob
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
@@ -18,7 +19,6 @@ from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, padded_register_options, sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
-from ansor_mlir.workloads import make_workload
 
 # 40 columns are not a whole number of 16-lane vectors, 20 rows have no divisor in 3..8 but 4, 5.
 M, N, K = 20, 40, 36

@@ -8,10 +8,10 @@ import iree.compiler as ic
 import numpy as np
 import pytest
 
+from ansor_bench.workloads import make_workload, suite_names, suite_shapes, suite_workloads
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.context import parse_module
-from ansor_mlir.workloads import make_workload, suite_names, suite_shapes, suite_workloads
 
 # Reduced shapes (same arity as the suite rows) that compile in well under a second.
 SMALL = {

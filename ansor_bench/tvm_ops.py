@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-BUILD_FUNC = "ansor_mlir.bench.tvm_build"
+BUILD_FUNC = "ansor_bench.tvm_build"
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ansor_mlir.bench.contenders import Contender, Prepared, Settings, Unavailable
-from ansor_mlir.bench.roofline import Roofline
-from ansor_mlir.bench.timing import Timing, mismatch, time_alternately
-from ansor_mlir.workloads import Workload
+from ansor_bench.contenders import Contender, Prepared, Settings, Unavailable
+from ansor_bench.roofline import Roofline
+from ansor_bench.timing import Timing, mismatch, time_alternately
+from ansor_bench.workloads import Workload
 
 OK = "ok"
 

@@ -1,6 +1,6 @@
 """The Ansor paper benchmark suite as linalg-on-tensors MLIR, for any shape.
 
-Every entry of `data/ansor_paper_suite.json` (operators, subgraphs, plus a
+Every entry of `ansor_paper_suite.json` (next to this module) (operators, subgraphs, plus a
 softmax we add) becomes one static-shaped f32 `func.func` named after it, and
 an independent numpy reference to check IREE's output against. Shapes are
 rows of the json; `make_workload` takes any other row of the same arity so
@@ -62,7 +62,7 @@ class Workload:
     def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The outputs computed by numpy (float64 accumulation), cast to float32."""
         spec = _SPECS[self.name]
-        args = dict(zip(_suite_args(self.name), self.shape, strict=True))
+        args = dict(zip(suite_args(self.name), self.shape, strict=True))
         outs = spec.reference(args, [np.asarray(x, dtype=np.float64) for x in inputs])
         return [np.asarray(o, dtype=np.float32) for o in outs]
 
@@ -509,12 +509,13 @@ _SPECS: dict[str, _Spec] = {
 @cache
 def _suite() -> dict[str, dict]:
     """Every entry of the bundled suite json, operators, subgraphs and extras alike."""
-    text = resources.files("ansor_mlir").joinpath("data/ansor_paper_suite.json").read_text()
+    text = resources.files("ansor_bench").joinpath("ansor_paper_suite.json").read_text()
     data = json.loads(text)
     return {**data["operators"], **data["subgraphs"], **data["extras"]}
 
 
-def _suite_args(name: str) -> tuple[str, ...]:
+def suite_args(name: str) -> tuple[str, ...]:
+    """The argument names of a suite entry's shape rows (N, H, W, CI, ...)."""
     return tuple(_suite()[name]["args"])
 
 
@@ -540,7 +541,7 @@ def _spec(name: str) -> _Spec:
 
 
 def _check_args(name: str, shape: Sequence[int]) -> Args:
-    args = _suite_args(name)
+    args = suite_args(name)
     if len(shape) != len(args):
         raise AnsorError(f"{name}: expected {len(args)} shape values ({', '.join(args)}), got {len(shape)}: "
                          f"{list(shape)}")

@@ -9,20 +9,17 @@ Unavailability is data in the results, never a crash.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from ansor_bench.workloads import Workload, suite_args
 from ansor_mlir.core.target import Target
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.workloads import Workload
 
 IREE_DATA_TILING = ("--iree-opt-data-tiling=true",)
 IREE_UKERNELS = ("--iree-opt-data-tiling=true", "--iree-llvmcpu-enable-ukernels=all")
@@ -69,16 +66,9 @@ class Contender:
     prepare: Callable[[Workload, list[np.ndarray], Settings], Prepared] = field(repr=False)
 
 
-@cache
-def _suite_args() -> dict[str, tuple[str, ...]]:
-    data = json.loads(resources.files("ansor_mlir").joinpath("data/ansor_paper_suite.json").read_text())
-    groups = (data.get("operators", {}), data.get("subgraphs", {}), data.get("extras", {}))
-    return {name: tuple(entry["args"]) for group in groups for name, entry in group.items()}
-
-
 def op_args(workload: Workload) -> dict[str, int]:
     """The workload's shape row keyed by the suite's argument names (N, H, W, CI, ...)."""
-    return dict(zip(_suite_args()[workload.name], workload.shape, strict=True))
+    return dict(zip(suite_args(workload.name), workload.shape, strict=True))
 
 
 def slug(workload: Workload) -> str:
@@ -195,7 +185,7 @@ def prepare_numpy(workload: Workload, inputs: list[np.ndarray], settings: Settin
 
 def prepare_torch(workload: Workload, inputs: list[np.ndarray], settings: Settings) -> Prepared:
     try:
-        from ansor_mlir.bench.torch_ops import torch_op
+        from ansor_bench.torch_ops import torch_op
 
         op = torch_op(workload.name, op_args(workload), inputs, settings.threads)
     except ImportError:
@@ -209,7 +199,7 @@ def prepare_tvm(workload: Workload, inputs: list[np.ndarray], settings: Settings
     try:
         import tvm  # noqa: F401
 
-        from ansor_mlir.bench.tvm_ops import tvm_op
+        from ansor_bench.tvm_ops import tvm_op
     except ImportError as exc:
         raise Unavailable("skipped", f"TVM not installed (pip install -e '.[bench]'): {exc}") from None
     work_dir = settings.out_dir / "tvm" / slug(workload)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ansor_mlir.bench.roofline import Roofline
-from ansor_mlir.bench.suite import OK, Cell, Curve, geomean_speedup, speedup
+from ansor_bench.roofline import Roofline
+from ansor_bench.suite import OK, Cell, Curve, geomean_speedup, speedup
 
 BASELINES = ("IREE default", "PyTorch", "TVM MetaSchedule")
 TUNED = "ansor-mlir tuned"

@@ -1,1 +1,0 @@
-"""Benchmark harness: the Ansor paper suite against IREE, PyTorch, numpy and TVM MetaSchedule."""
