@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,10 @@ from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.sketch_rules import generate_sketches as _generate_sketches
-from ansor_mlir.tuning.tuner import TaskResult, TuneOptions, Tuner, results_table
+from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.progress import ConsoleProgress
+from ansor_mlir.tuning.task_result import TaskResult
+from ansor_mlir.tuning.tuner import TuneOptions, Tuner
 
 BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"
 
@@ -65,18 +69,20 @@ def tune(
     progress: bool = True,
     options: TuneOptions | None = None,
     name: str | None = None,
+    callbacks: Sequence[TuningCallback] = (),
 ) -> TuneResult:
-    """Tune every task of a module; returns the module with the best configurations attached."""
+    """Tune every task of a module; returns the module with the best configurations attached.
+
+    `callbacks` hear of the run's progress, beside the console's notes (and bar and table with `progress`).
+    """
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     opts = options or TuneOptions(trials=trials, log=Path(log), seed=seed, policy=policy, progress=progress)
-    tuner = Tuner(tgt, opts)
+    tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
     if opts.trials == 0:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name), [], opts.log)
     results = tuner.tune_module(text, name)
-    if opts.progress:
-        tuner.console.print(results_table(results))
     return TuneResult(apply_best(text, opts.log, tgt, name), results, opts.log)
 
 

@@ -38,6 +38,7 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.measure.compare import Contender, run_once, time_alternately
 from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
 from ansor_mlir.model.cost_model import CostModel
+from ansor_mlir.tuning.progress import ConsoleProgress
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ansor_bench sits at the repo root, not installed
@@ -71,7 +72,7 @@ def tune_policy(run: WorkloadRun, policy: str, trials: int, seed: int, out: Path
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     options = TuneOptions(trials=trials, log=log, seed=seed, policy=policy, pretrained=False)
-    tuner = Tuner(target, options)
+    tuner = Tuner(target, options, callbacks=[ConsoleProgress()])
     start = time.perf_counter()
     tuner.tune_tasks(run.tasks)
     wall = time.perf_counter() - start

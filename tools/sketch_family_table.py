@@ -22,22 +22,22 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 from pathlib import Path
-
-import numpy as np
 
 from ansor_mlir.core.schedule import FAMILIES
 from ansor_mlir.core.target import Target, detect_host
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.builder import Builder, BuildInput
+from ansor_mlir.measure.builder import BuildInput
 from ansor_mlir.measure.compare import Contender, time_alternately
-from ansor_mlir.measure.runner import Runner
+from ansor_mlir.measure.inputs import encode_array, make_inputs
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.measure.runner import RunInput, run_builds
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.tuning.tuner import build_input, make_inputs, task_module
+from ansor_mlir.tuning.tuner import build_input, task_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ansor_bench sits at the repo root, not installed
 from ansor_bench.workloads import make_workload, suite_workloads  # noqa: E402
@@ -45,7 +45,7 @@ from ansor_bench.workloads import make_workload, suite_workloads  # noqa: E402
 CHUNK = 4
 
 
-def screen_family(task, sketches, family, count, rng, flow, builder, runner, inputs, refs, workdir,
+def screen_family(task, sketches, family, count, rng, flow, builder, runner, inputs, refs,
                   rule: str | None = None) -> dict:
     """Build, run once and verify `count` random candidates of one family; keep the fastest."""
     open_sketches = [s for s in sketches if s.family == family and s.knobs and (rule is None or rule in s.rules)]
@@ -55,55 +55,53 @@ def screen_family(task, sketches, family, count, rng, flow, builder, runner, inp
         candidate = sample_candidate(sketch, task, builder.target, rng)
         if candidate is not None:
             candidates.append((sketch, candidate))
-    ok, best, best_path, best_candidate, errors = 0, None, None, None, {}
+    ok, best, best_vmfb, best_candidate, errors = 0, None, None, None, {}
     for start in range(0, len(candidates), CHUNK):
         chunk = candidates[start:start + CHUNK]
-        builds = builder.build([
-            build_input(task, s, c, flow, workdir / f"{family}{start + i}.vmfb") for i, (s, c) in enumerate(chunk)
-        ])
-        for (sketch, candidate), build in zip(chunk, builds, strict=True):
-            result = runner.run(build, inputs, refs)
+        builds = builder.build([build_input(task, s, c, flow) for s, c in chunk])
+        results = run_builds(runner, builds, lambda program: RunInput(program, inputs, refs))
+        for (sketch, candidate), build, result in zip(chunk, builds, results, strict=True):
             if result.ok:
                 ok += 1
                 if best is None or result.median_s < best:
-                    best, best_path = result.median_s, build.vmfb_path
+                    best, best_vmfb = result.median_s, build.program.vmfb
                     best_candidate = {"rules": list(sketch.rules), "values": dict(candidate.values)}
             else:
                 errors[result.error.value] = errors.get(result.error.value, 0) + 1
     return {"sketches": len(open_sketches), "tried": len(candidates), "ok": ok, "errors": errors,
-            "best_path": best_path, "best": best_candidate}
+            "best_vmfb": best_vmfb, "best": best_candidate}
 
 
-def measure_entry(name: str, mlir: str, target: Target, count: int, seed: int, workdir: Path,
-                  rule: str | None = None) -> dict:
+def measure_entry(name: str, mlir: str, target: Target, count: int, seed: int, rule: str | None = None) -> dict:
     task = main_task(extract_tasks(mlir, target, name))
     flow = compile_to_phase(task_module(task), target.compile_flags(), "flow", task.name)
     sketches = generate_sketches(task, target)
-    builder = Builder(target, workers=2, timeout_s=120)
-    runner = Runner(target, timeout_s=60, min_time_s=0.0, min_repeats=1)
-    inputs = make_inputs(task, workdir, seed)
-    refs = [str(workdir / f"{task.key}_ref{i}.npy") for i in range(len(task.output_types))]
-    ref_path = workdir / f"{task.key}_default.vmfb"
-    ref_build = builder.build([BuildInput(task.key, flow, task.root_index, None, ref_path)])[0]
+    builder = LocalBuilder(target, workers=2, timeout_s=120)
+    runner = LocalRunner(target, timeout_s=60, min_time_s=0.0, min_repeats=1)
+    arrays = make_inputs(task, seed)
+    inputs = tuple(encode_array(a) for a in arrays)
+    (ref_build,) = builder.build([BuildInput(task.key, flow, task.root_index, None)])
+    assert ref_build.ok, f"{name}: IREE's default failed to build: {ref_build.message}"
     row = {"entry": name, "task": task.name, "candidates": count}
     rng = random.Random(seed)
     try:
-        reference = runner.run(ref_build, inputs, None, save_outputs=refs)
-        assert reference.ok, f"{name}: IREE's default failed: {reference.message}"
+        reference = runner.submit(RunInput(ref_build.program, inputs, return_outputs=True)).result()
+        assert reference.measured.ok, f"{name}: IREE's default failed: {reference.measured.message}"
         for family in FAMILIES:
-            row[family] = screen_family(task, sketches, family, count, rng, flow, builder, runner, inputs, refs,
-                                        workdir, rule)
+            row[family] = screen_family(task, sketches, family, count, rng, flow, builder, runner, inputs,
+                                        reference.outputs, rule)
     finally:
+        builder.close()
         runner.close()
-    contenders = [Contender("default", ref_path, task.func_name)] + [
-        Contender(family, Path(row[family]["best_path"]), task.func_name)
-        for family in FAMILIES if row[family]["best_path"]
+    contenders = [Contender("default", ref_build.program.vmfb, task.func_name)] + [
+        Contender(family, row[family]["best_vmfb"], task.func_name)
+        for family in FAMILIES if row[family]["best_vmfb"]
     ]
-    times = time_alternately(contenders, [np.load(p) for p in inputs], rounds=7)
+    times = time_alternately(contenders, arrays, rounds=7)
     row["default_s"] = times["default"]
     for family in FAMILIES:
         row[family]["best_s"] = times.get(family)
-        row[family].pop("best_path")
+        row[family].pop("best_vmfb")
     return row
 
 
@@ -158,8 +156,7 @@ def main() -> None:
                  for name, dims in (item.split("=", 1) for item in args.shape)]
     for workload in workloads or suite_workloads(args.entries, first_only=True):
         count = limits.get(workload.name, args.candidates)
-        with tempfile.TemporaryDirectory(prefix="ansor_families_") as tmp:
-            row = measure_entry(workload.name, workload.mlir, target, count, args.seed, Path(tmp), args.rule)
+        row = measure_entry(workload.name, workload.mlir, target, count, args.seed, args.rule)
         print(markdown([row]).splitlines()[2], flush=True)
         if args.json:
             with open(args.json, "a") as f:

@@ -21,14 +21,6 @@ class ErrorKind(str, Enum):
 
 
 @dataclass(frozen=True)
-class BuildResult:
-    vmfb_path: str | None
-    error: ErrorKind
-    message: str
-    compile_s: float
-
-
-@dataclass(frozen=True)
 class MeasureResult:
     """Median and spread of the kernel time, or why there is none."""
 

@@ -1,22 +1,21 @@
-"""The builder: compile candidates to VM modules, several at once.
+"""The builder interface: compile candidates to programs that travel as bytes.
 
-Each compile is its own `iree-compile` process with a timeout and a memory
-cap, so a pathological configuration costs one recorded failure, nothing more.
+A builder takes `BuildInput`s and answers with futures of `BuildResult`s
+(after TVM MetaSchedule's `Builder`), so a build farm or a distributed engine
+can stand behind it. A built program is the VM module's bytes and its entry
+function: a runner on another host needs nothing else. Failures are data: a
+`BuildResult` with an `ErrorKind`, never an exception.
 """
 
 from __future__ import annotations
 
-import time
-from concurrent.futures import ThreadPoolExecutor
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
-from pathlib import Path
 
-from ansor_mlir.codegen.tuning_spec import attach_configs
-from ansor_mlir.core.measure_result import BuildResult, ErrorKind
-from ansor_mlir.core.target import Target
+from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.core.task import IreeConfig
-from ansor_mlir.errors import AnsorError
-from ansor_mlir.mlir.iree_compiler import DEFAULT_MEMORY_BYTES, compile_vmfb, first_error_line
 
 
 @dataclass(frozen=True)
@@ -27,44 +26,51 @@ class BuildInput:
     flow_text: str
     root_index: int
     config: IreeConfig | None
-    out_path: Path
     # A transform-dialect strategy (name, text) that is the dispatch's codegen.
     strategy: tuple[str, str] | None = None
+    # The program's entry function (a task module's is `task`).
+    function: str = "task"
 
 
 @dataclass(frozen=True)
-class Builder:
-    target: Target
-    workers: int = 2
-    timeout_s: float = 60.0
-    memory_bytes: int = DEFAULT_MEMORY_BYTES
+class BuiltProgram:
+    """A compiled VM module (`.vmfb` bytes) and the function to call in it."""
 
-    def build(self, inputs: list[BuildInput]) -> list[BuildResult]:
-        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
-            return list(pool.map(self._build_one, inputs))
+    vmfb: bytes
+    function: str
 
-    def _build_one(self, item: BuildInput) -> BuildResult:
-        start = time.perf_counter()
-        text = item.flow_text
-        if item.config is not None or item.strategy is not None:
-            configs = {item.task_key: (item.root_index, item.config)} if item.strategy is None else {}
-            strategies = {item.task_key: item.strategy} if item.strategy is not None else {}
-            try:
-                text, applied = attach_configs(item.flow_text, configs, "candidate", strategies)
-            except AnsorError as exc:
-                return BuildResult(None, ErrorKind.INVALID_SCHEDULE, str(exc), 0.0)
-            if item.task_key not in applied:
-                return BuildResult(None, ErrorKind.INVALID_SCHEDULE, "root op not found", 0.0)
-        result = compile_vmfb(
-            text,
-            [],
-            item.out_path,
-            timeout_s=self.timeout_s,
-            memory_bytes=self.memory_bytes,
-        )
-        elapsed = time.perf_counter() - start
-        if result.timed_out:
-            return BuildResult(None, ErrorKind.COMPILE_TIMEOUT, f"over {self.timeout_s:.0f}s", elapsed)
-        if not result.ok:
-            return BuildResult(None, ErrorKind.COMPILE_ERROR, first_error_line(result.stderr), elapsed)
-        return BuildResult(str(item.out_path), ErrorKind.NONE, "", elapsed)
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A program, or why there is none (`error`, `message`); `compile_s` either way."""
+
+    program: BuiltProgram | None
+    error: ErrorKind
+    message: str
+    compile_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error == ErrorKind.NONE and self.program is not None
+
+
+class Builder(ABC):
+    """Compiles build inputs; `submit` returns at once, the future holds the result."""
+
+    @abstractmethod
+    def submit(self, item: BuildInput) -> Future[BuildResult]: ...
+
+    def build(self, items: Sequence[BuildInput]) -> list[BuildResult]:
+        """Submit all, wait for all: results in the order of `items`."""
+        futures = [self.submit(item) for item in items]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        """Release workers (a builder stays usable; it starts them again when needed)."""
+        return None
+
+    def __enter__(self) -> Builder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -17,20 +17,24 @@ import numpy as np
 @dataclass(frozen=True)
 class Contender:
     name: str
-    vmfb: Path
+    # The VM module: a file, or its bytes (a `BuiltProgram`'s).
+    vmfb: Path | bytes
     function: str
 
 
-def load_function(vmfb: Path, function: str, device: str = "local-sync"):
+def load_function(vmfb: Path | bytes, function: str, device: str = "local-sync"):
     import iree.runtime as rt
 
     config = rt.Config(device)
     ctx = rt.SystemContext(config=config)
-    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
+    data = vmfb if isinstance(vmfb, bytes) else vmfb.read_bytes()
+    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, data))
     return ctx.modules.module[function], config
 
 
-def run_once(vmfb: Path, function: str, inputs: list[np.ndarray], device: str = "local-sync") -> list[np.ndarray]:
+def run_once(
+    vmfb: Path | bytes, function: str, inputs: list[np.ndarray], device: str = "local-sync"
+) -> list[np.ndarray]:
     fn, _ = load_function(vmfb, function, device)
     result = fn(*inputs)
     outputs = result if isinstance(result, tuple) else (result,)

@@ -1,108 +1,88 @@
-"""The runner: time built candidates one at a time, check every answer.
+"""The runner interface: check and time built programs, answering with futures.
 
-One timing at a time, never two concurrently (this matters on a 2-core
-machine). Each candidate runs on the task's fixed-seed inputs; its outputs
-must match the reference (IREE's untuned build) or it is WRONG_ANSWER and can
-never be chosen.
+A `RunInput` carries everything a measurement needs as bytes: the program,
+the inputs and the expected outputs (`.npy` encoded), so a runner on another
+host or inside a distributed engine can measure it with no shared file
+system (after TVM MetaSchedule's `Runner`, minus its artifact paths).
+
+Timing belongs to the runner: it reports the median and spread of the
+kernel's time by its own method (the local runner times calls on the host
+clock; a GPU runner would use device timers). Every answer is checked against
+the references, and failures are data: a `MeasureResult` with an `ErrorKind`.
 """
 
 from __future__ import annotations
 
-import json
-import select
-import subprocess
-import sys
-from dataclasses import dataclass, field
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
 
-from ansor_mlir.core.measure_result import BuildResult, ErrorKind, MeasureResult
-from ansor_mlir.core.target import Target
+from ansor_mlir.core.measure_result import MeasureResult
+from ansor_mlir.measure.builder import BuildResult, BuiltProgram
 
 
-@dataclass
-class Runner:
-    target: Target
-    timeout_s: float = 30.0
-    min_time_s: float = 0.1
-    min_repeats: int = 5
-    max_repeats: int = 1000
-    _process: subprocess.Popen | None = field(default=None, repr=False)
+@dataclass(frozen=True)
+class RunInput:
+    """One program to check and time, with its data."""
 
-    def _ensure_worker(self) -> subprocess.Popen:
-        if self._process is None or self._process.poll() is not None:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "ansor_mlir.measure.run_worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-        return self._process
+    program: BuiltProgram
+    # The arguments, `.npy` encoded (`measure.inputs.encode_array`).
+    inputs: tuple[bytes, ...]
+    # Expected outputs (`.npy`); a mismatch is WRONG_ANSWER. None: nothing to check (the reference itself).
+    references: tuple[bytes, ...] | None = None
+    # Send the outputs back (the reference run: they become the references).
+    return_outputs: bool = False
+    # Wall-clock limit; None: the runner's own, scaled to `expected_s`.
+    timeout_s: float | None = None
+    # Seconds per call of an equivalent program (IREE's default), when known: a slow task gets a longer limit.
+    expected_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The measurement (its `compile_s` is the builder's business, left 0) and the outputs if asked for."""
+
+    measured: MeasureResult
+    outputs: tuple[bytes, ...] = ()
+
+
+class Runner(ABC):
+    """Measures run inputs; `submit` returns at once, the future holds the result."""
+
+    @abstractmethod
+    def submit(self, item: RunInput) -> Future[RunResult]: ...
+
+    def run(self, items: Sequence[RunInput]) -> list[RunResult]:
+        """Submit all, wait for all: results in the order of `items`."""
+        futures = [self.submit(item) for item in items]
+        return [f.result() for f in futures]
 
     def close(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait(timeout=5)
-        self._process = None
+        """Release workers (a runner stays usable; it starts them again when needed)."""
+        return None
 
-    def _ask(self, request: dict, timeout_s: float) -> dict | None:
-        """Send one request; None if the worker did not answer in time."""
-        worker = self._ensure_worker()
-        worker.stdin.write(json.dumps(request) + "\n")
-        worker.stdin.flush()
-        ready, _, _ = select.select([worker.stdout], [], [], timeout_s)
-        if not ready:
-            return None
-        line = worker.stdout.readline()
-        if not line:
-            raise EOFError("worker exited")
-        return json.loads(line)
+    def __enter__(self) -> Runner:
+        return self
 
-    def run(
-        self,
-        build: BuildResult,
-        inputs: list[str],
-        references: list[str] | None,
-        save_outputs: list[str] | None = None,
-        timeout_s: float | None = None,
-    ) -> MeasureResult:
-        """Check and time one build; `timeout_s` overrides the runner's limit (slow references)."""
-        limit = timeout_s or self.timeout_s
-        if build.error != ErrorKind.NONE or build.vmfb_path is None:
-            return MeasureResult(error=build.error, compile_s=build.compile_s, message=build.message)
-        request = {
-            "device": self.target.runtime_device(),
-            "vmfb": build.vmfb_path,
-            "function": "task",
-            "inputs": inputs,
-            "references": references,
-            "save_outputs": save_outputs,
-            "min_time_s": self.min_time_s,
-            "min_repeats": self.min_repeats,
-            "max_repeats": self.max_repeats,
-        }
-        try:
-            response = self._ask(request, limit)
-            if response is None:
-                self.close()
-                return MeasureResult(ErrorKind.RUN_TIMEOUT, compile_s=build.compile_s,
-                                     message=f"no answer in {limit:.0f}s")
-        except (EOFError, OSError, ValueError):
-            self.close()
-            return MeasureResult(ErrorKind.RUNTIME_ERROR, compile_s=build.compile_s,
-                                 message="the timing worker crashed")
-        if "error" in response:
-            return MeasureResult(ErrorKind.RUNTIME_ERROR, compile_s=build.compile_s,
-                                 message=response["error"])
-        if response.get("wrong"):
-            return MeasureResult(ErrorKind.WRONG_ANSWER, compile_s=build.compile_s,
-                                 max_abs_error=response["max_abs_error"],
-                                 message="output differs from the reference")
-        return MeasureResult(
-            error=ErrorKind.NONE,
-            median_s=response["median"],
-            spread_s=response["spread"],
-            repeats=len(response["times"]),
-            compile_s=build.compile_s,
-            max_abs_error=response["max_abs_error"],
-            times_s=tuple(response["times"]),
-        )
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_builds(
+    runner: Runner, builds: Sequence[BuildResult], run_input: Callable[[BuiltProgram], RunInput]
+) -> list[MeasureResult]:
+    """The measurement of every build, in order: a build failure is its result, the rest are run.
+
+    All runs are submitted before any is awaited, so a remote runner may
+    measure them concurrently; each result carries its build's `compile_s`.
+    """
+    futures = [runner.submit(run_input(b.program)) if b.ok and b.program else None for b in builds]
+    results = []
+    for build, future in zip(builds, futures, strict=True):
+        if future is None:
+            results.append(MeasureResult(error=build.error, compile_s=build.compile_s, message=build.message))
+        else:
+            results.append(dataclasses.replace(future.result().measured, compile_s=build.compile_s))
+    return results

@@ -191,6 +191,10 @@ class EvolutionarySearch:
                 children.append(child)
         return children
 
+    def can_predict(self) -> bool:
+        """A trained model (the shipped one or one loaded) ranks candidates nothing was measured of."""
+        return self.model.trained
+
     def predict_best(self, task: Task, sketches: list[Sketch], count: int) -> list[Candidate]:
         """Zero-trial mode: the model's top candidates, IREE's default included as a contender."""
         scored = self.evolve(task, sketches, set())

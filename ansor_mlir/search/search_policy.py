@@ -33,6 +33,14 @@ class SearchPolicy(Protocol):
         """Learn from measurements (this run's, or a resumed log's)."""
         ...
 
+    def can_predict(self) -> bool:
+        """Whether `predict_best` can rank candidates with nothing measured (zero-trial mode)."""
+        ...
+
+    def predict_best(self, task: Task, sketches: list[Sketch], count: int) -> list[Candidate]:
+        """The `count` candidates predicted fastest, best first (only when `can_predict`)."""
+        ...
+
 
 @dataclass
 class RandomSearch:
@@ -49,6 +57,12 @@ class RandomSearch:
 
     def update(self, task: Task, sketches: list[Sketch], results: list[tuple[Candidate, MeasureResult]]) -> None:
         return None
+
+    def can_predict(self) -> bool:
+        return False
+
+    def predict_best(self, task: Task, sketches: list[Sketch], count: int) -> list[Candidate]:
+        return []
 
 
 POLICIES = ("evolutionary", "random")

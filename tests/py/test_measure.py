@@ -1,16 +1,22 @@
-"""Builder and runner on the real IREE: failures are recorded, never raised."""
+"""Builder and runner on the real IREE: futures of results, programs and data as bytes, failures as data."""
 
 from __future__ import annotations
+
+import pickle
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
 
 from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.core.task import IreeConfig
-from ansor_mlir.measure.builder import Builder, BuildInput
-from ansor_mlir.measure.runner import Runner
+from ansor_mlir.measure.builder import BuildInput, BuildResult, BuiltProgram
+from ansor_mlir.measure.inputs import decode_array, encode_array, make_inputs
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.measure.runner import RunInput, run_builds
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
-from ansor_mlir.tuning.tuner import make_inputs, task_module
+from ansor_mlir.tuning.tuner import task_module
 
 GOOD = IreeConfig(
     "DoubleTilingExpert",
@@ -26,47 +32,82 @@ def flow(small_task, target):
 
 @pytest.fixture()
 def runner(target):
-    r = Runner(target, min_time_s=0.02)
-    yield r
-    r.close()
+    with LocalRunner(target, min_time_s=0.02) as r:
+        yield r
 
 
-def build(target, small_task, flow, config, path, timeout_s=60.0):
-    builder = Builder(target, timeout_s=timeout_s)
-    return builder.build([BuildInput(small_task.key, flow, small_task.root_index, config, path)])[0]
+def build(target, small_task, flow, config, timeout_s=60.0) -> BuildResult:
+    with LocalBuilder(target, timeout_s=timeout_s) as builder:
+        future = builder.submit(BuildInput(small_task.key, flow, small_task.root_index, config))
+        assert isinstance(future, Future)
+        return future.result()
 
 
-def test_candidate_is_checked_against_reference(tmp_path, target, small_task, flow, runner):
-    inputs = make_inputs(small_task, tmp_path, seed=0)
-    ref_paths = [str(tmp_path / "ref0.npy")]
-    default = build(target, small_task, flow, None, tmp_path / "d.vmfb")
-    measured = runner.run(default, inputs, None, save_outputs=ref_paths)
-    assert measured.ok and measured.repeats >= 5
-    a, b, bias = (np.load(p) for p in inputs)
-    expected = np.maximum(a @ b + bias, 0)
-    np.testing.assert_allclose(np.load(ref_paths[0]), expected, rtol=1e-4, atol=1e-4)
+def test_candidate_is_checked_against_reference(target, small_task, flow, runner):
+    arrays = make_inputs(small_task, seed=0)
+    inputs = tuple(encode_array(a) for a in arrays)
+    default = build(target, small_task, flow, None)
+    assert default.ok and isinstance(default.program.vmfb, bytes) and default.program.function == "task"
+    reference = runner.submit(RunInput(default.program, inputs, return_outputs=True)).result()
+    assert reference.measured.ok and reference.measured.repeats >= 5
+    assert reference.measured.median_s > 0 and reference.measured.spread_s >= 0
+    a, b, bias = arrays
+    (expected,) = reference.outputs
+    np.testing.assert_allclose(decode_array(expected), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
 
-    tuned = build(target, small_task, flow, GOOD, tmp_path / "t.vmfb")
+    tuned = build(target, small_task, flow, GOOD)
     assert tuned.error == ErrorKind.NONE
-    result = runner.run(tuned, inputs, ref_paths)
-    assert result.ok, result.message
+    checked = runner.submit(RunInput(tuned.program, inputs, reference.outputs)).result()
+    assert checked.measured.ok, checked.measured.message
+    assert checked.outputs == ()
 
-    np.save(ref_paths[0], np.load(ref_paths[0]) + 1.0)
-    wrong = runner.run(tuned, inputs, ref_paths)
+    off = (encode_array(decode_array(expected) + 1.0),)
+    wrong = runner.submit(RunInput(tuned.program, inputs, off)).result().measured
     assert wrong.error == ErrorKind.WRONG_ANSWER and not wrong.ok
 
 
-def test_compile_failures_are_data(tmp_path, target, small_task, flow):
-    broken = build(target, small_task, flow, BROKEN, tmp_path / "b.vmfb")
-    assert broken.error == ErrorKind.COMPILE_ERROR
+def test_a_run_input_is_self_contained_bytes(target, small_task, flow):
+    """What a remote runner would receive: pickled, measured by a runner that never saw the build."""
+    inputs = tuple(encode_array(a) for a in make_inputs(small_task, seed=0))
+    program = build(target, small_task, flow, GOOD).program
+    wire = pickle.dumps(RunInput(program, inputs))
+    with LocalRunner(target, min_time_s=0.0, min_repeats=1) as elsewhere:
+        assert elsewhere.run([pickle.loads(wire)])[0].measured.ok
+
+
+def test_compile_failures_are_data(target, small_task, flow):
+    broken = build(target, small_task, flow, BROKEN)
+    assert broken.error == ErrorKind.COMPILE_ERROR and broken.program is None and not broken.ok
     assert broken.message
-    slow = build(target, small_task, flow, GOOD, tmp_path / "s.vmfb", timeout_s=0.01)
+    slow = build(target, small_task, flow, GOOD, timeout_s=0.01)
     assert slow.error == ErrorKind.COMPILE_TIMEOUT
 
 
-def test_missing_module_is_a_runtime_error(tmp_path, target, small_task, runner):
-    from ansor_mlir.core.measure_result import BuildResult
+def test_failed_builds_are_results_and_the_rest_are_run(target, small_task, flow, runner):
+    inputs = tuple(encode_array(a) for a in make_inputs(small_task, seed=0))
+    failed = BuildResult(None, ErrorKind.COMPILE_ERROR, "error: no", 1.5)
+    good = build(target, small_task, flow, GOOD)
+    results = run_builds(runner, [failed, good], lambda program: RunInput(program, inputs))
+    assert results[0].error == ErrorKind.COMPILE_ERROR and results[0].compile_s == 1.5
+    assert results[0].message == "error: no"
+    assert results[1].ok and results[1].compile_s == good.compile_s > 0
 
-    inputs = make_inputs(small_task, tmp_path, seed=0)
-    ghost = BuildResult(str(tmp_path / "missing.vmfb"), ErrorKind.NONE, "", 0.0)
-    assert runner.run(ghost, inputs, None).error == ErrorKind.RUNTIME_ERROR
+
+def test_a_bad_module_is_a_runtime_error(target, small_task, runner):
+    inputs = tuple(encode_array(a) for a in make_inputs(small_task, seed=0))
+    ghost = BuiltProgram(b"not a VM module", "task")
+    assert runner.submit(RunInput(ghost, inputs)).result().measured.error == ErrorKind.RUNTIME_ERROR
+
+
+def test_the_run_limit_scales_with_the_expected_time(target):
+    runner = LocalRunner(target, timeout_s=30.0, min_repeats=5, warmup=2)
+    program = BuiltProgram(b"", "task")
+    assert runner.limit_s(RunInput(program, ())) == 30.0
+    assert runner.limit_s(RunInput(program, (), expected_s=2.0)) == 3.0 * (1 + 2 + 5) * 2.0
+    assert runner.limit_s(RunInput(program, (), timeout_s=600.0, expected_s=2.0)) == 600.0
+
+
+def test_arrays_travel_as_npy_bytes_unchanged():
+    for array in (np.arange(12, dtype=np.int8).reshape(3, 4), np.linspace(-1, 1, 7, dtype=np.float16)):
+        back = decode_array(encode_array(array))
+        assert back.dtype == array.dtype and np.array_equal(back, array)

@@ -9,7 +9,6 @@ numpy reference, not with IREE's output.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,8 @@ from ansor_bench.workloads import make_workload, suite_names
 from ansor_mlir.core.schedule import FAMILIES
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.compare import run_once
+from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
@@ -49,7 +48,7 @@ def test_every_suite_entry_has_a_small_shape():
 
 
 @pytest.mark.parametrize("name", list(SMALL_SHAPES))
-def test_random_candidate_of_each_family_matches_numpy(name, target, tmp_path: Path):
+def test_random_candidate_of_each_family_matches_numpy(name, target):
     workload = make_workload(name, SMALL_SHAPES[name])
     task = main_task(extract_tasks(workload.mlir, target, name))
     sketches = generate_sketches(task, target)
@@ -63,15 +62,14 @@ def test_random_candidate_of_each_family_matches_numpy(name, target, tmp_path: P
     assert "transform" in picks, f"{name}: the transform family derives no sketch"
     assert all(c is not None for _, c in picks.values()), f"{name}: no valid candidate"
     flow = compile_to_phase(workload.mlir, target.compile_flags(), "flow", name)
-    builds = Builder(target, workers=2, timeout_s=120).build([
-        build_input(task, sketch, candidate, flow, tmp_path / f"{family}.vmfb")
-        for family, (sketch, candidate) in picks.items()
+    builds = LocalBuilder(target, workers=2, timeout_s=120).build([
+        build_input(task, sketch, candidate, flow) for sketch, candidate in picks.values()
     ])
     inputs = workload.inputs(seed=SEED)
     expected = workload.reference(inputs)
     for (family, (sketch, candidate)), build in zip(picks.items(), builds, strict=True):
         what = f"{name} {family} {sketch.rules} {dict(candidate.values)}"
-        assert build.vmfb_path, f"{what}: {build.error.value} {build.message}"
-        got = run_once(Path(build.vmfb_path), workload.func_name, inputs)
+        assert build.ok, f"{what}: {build.error.value} {build.message}"
+        got = run_once(build.program.vmfb, workload.func_name, inputs)
         for g, e in zip(got, expected, strict=True):
             np.testing.assert_allclose(g, e, rtol=2e-4, atol=2e-4, err_msg=what)

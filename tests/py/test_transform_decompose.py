@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ from ansor_mlir.codegen.transform_strategy import render_strategy
 from ansor_mlir.core.schedule import Candidate, Decompose, tile_knobs
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.compare import run_once
+from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.dag import conv_2d_loops, task_dag
@@ -54,7 +53,7 @@ def test_only_oh_and_kh_are_unit_and_the_strategy_decomposes(target):
 
 
 @pytest.mark.parametrize("name, shape", [("C2D", C2D), ("DIL", DIL)])
-def test_multi_pixel_register_tiles_compile_run_and_match_numpy(target, name, shape, tmp_path: Path):
+def test_multi_pixel_register_tiles_compile_run_and_match_numpy(target, name, shape):
     workload, task = main_of(name, shape, target)
     sketch = next(s for s in generate_sketches(task, target) if s.has(Decompose))
     n, oh, ow, co, kh, kw, ci = conv_2d_loops(task_dag(task).ops[task_dag(task).root])
@@ -65,10 +64,9 @@ def test_multi_pixel_register_tiles_compile_run_and_match_numpy(target, name, sh
     assert is_valid(sketch, values, task, target), values
     candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
     flow = compile_to_phase(workload.mlir, target.compile_flags(), "flow", name)
-    (build,) = Builder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow,
-                                                                            tmp_path / "c.vmfb")])
-    assert build.vmfb_path, f"{build.error.value} {build.message}"
+    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow)])
+    assert build.ok, f"{build.error.value} {build.message}"
     inputs = workload.inputs(seed=0)
-    (got,) = run_once(Path(build.vmfb_path), workload.func_name, inputs)
+    (got,) = run_once(build.program.vmfb, workload.func_name, inputs)
     (expected,) = workload.reference(inputs)
     np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4)

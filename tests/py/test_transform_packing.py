@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,8 @@ from ansor_mlir.codegen.transform_strategy import render_strategy
 from ansor_mlir.core.schedule import Candidate, Pack
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.compare import run_once
+from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.dag import task_dag
@@ -76,17 +75,16 @@ def test_panels_over_the_stack_limit_are_rejected(target):
 
 
 @pytest.mark.parametrize("k_cache", [K, 32])
-def test_packed_candidates_compile_run_and_match_numpy(target, packing, k_cache, tmp_path: Path):
+def test_packed_candidates_compile_run_and_match_numpy(target, packing, k_cache):
     mlir, task, sketch = packing
     assert is_valid(sketch, values(k_cache), task, target)
     candidate = Candidate(task.key, sketch.index, tuple(sorted(values(k_cache).items())))
     flow = compile_to_phase(mlir, target.compile_flags(), "flow", "linear")
-    (build,) = Builder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow,
-                                                                            tmp_path / "c.vmfb")])
-    assert build.vmfb_path, f"{build.error.value} {build.message}"
+    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow)])
+    assert build.ok, f"{build.error.value} {build.message}"
     rng = np.random.default_rng(0)
     x, w, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (N, K), (N,)))
-    (got,) = run_once(Path(build.vmfb_path), "linear", [x, w, bias])
+    (got,) = run_once(build.program.vmfb, "linear", [x, w, bias])
     np.testing.assert_allclose(got, np.maximum(x @ w.T + bias, 0), rtol=1e-4, atol=1e-4)
 
 

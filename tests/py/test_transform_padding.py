@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ from ansor_bench.workloads import make_workload
 from ansor_mlir.core.schedule import Candidate, Pad, TileKnob
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.compare import run_once
+from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, padded_register_options, sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
@@ -71,19 +70,18 @@ def test_padded_panels_over_the_stack_limit_are_rejected(target):
 
 
 @pytest.mark.parametrize("cache_write", [0, 1])
-def test_non_divisor_tiles_compile_run_and_match_numpy(target, padded, cache_write, tmp_path: Path):
+def test_non_divisor_tiles_compile_run_and_match_numpy(target, padded, cache_write):
     mlir, task, sketch = padded
     values = {"d0": (20, 8), "d1": (40, 32), "d2": (12,), "cache_write": (cache_write,), "lowering": (0,),
               "consumer_fusion": (1,)}
     assert is_valid(sketch, values, task, target)
     candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
     flow = compile_to_phase(mlir, target.compile_flags(), "flow", "mm")
-    (build,) = Builder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow,
-                                                                            tmp_path / "c.vmfb")])
-    assert build.vmfb_path, f"{build.error.value} {build.message}"
+    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow)])
+    assert build.ok, f"{build.error.value} {build.message}"
     rng = np.random.default_rng(0)
     a, b, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (K, N), (N,)))
-    (got,) = run_once(Path(build.vmfb_path), "mm", [a, b, bias])
+    (got,) = run_once(build.program.vmfb, "mm", [a, b, bias])
     np.testing.assert_allclose(got, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
 
 

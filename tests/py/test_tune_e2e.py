@@ -15,17 +15,44 @@ from ansor_mlir import api
 from ansor_mlir.database.records import read_records
 from ansor_mlir.measure.compare import run_once
 from ansor_mlir.mlir.iree_compiler import compile_vmfb, run_tool
+from ansor_mlir.tuning.callbacks import TuningCallback
+
+
+class Events(TuningCallback):
+    """Records what the loop reports, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def on_start(self, results, trials):
+        self.seen.append(("start", trials, tuple(r.trials for r in results)))
+
+    def on_measured(self, results, index, records):
+        self.seen.append(("measured", index, len(records), results[index].trials))
+
+    def on_task_done(self, result):
+        self.seen.append(("done", result.trials))
+
+    def on_end(self, results):
+        self.seen.append(("end", sum(r.trials for r in results)))
 
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory, small_mm, target):
     log = tmp_path_factory.mktemp("tune") / "log.jsonl"
-    result = api.tune(small_mm, target, trials=6, log=log, seed=1, progress=False)
-    return result, log
+    events = Events()
+    result = api.tune(small_mm, target, trials=6, log=log, seed=1, progress=False, callbacks=[events])
+    return result, log, events
+
+
+def test_the_loop_reports_each_batch_to_callbacks(tuned):
+    _, _, events = tuned
+    # The reference is measured before the search starts; five candidates are left, one batch of at most 8.
+    assert events.seen == [("start", 5, (1,)), ("measured", 0, 5, 6), ("done", 6), ("end", 6)]
 
 
 def test_tuned_module_builds_with_plain_iree_compile_and_matches_numpy(tuned, tmp_path, small_mm):
-    result, log = tuned
+    result, log, _ = tuned
     records = read_records(log)
     assert len(records) == 6
     assert all(r.target == records[0].target for r in records)
@@ -41,7 +68,7 @@ def test_tuned_module_builds_with_plain_iree_compile_and_matches_numpy(tuned, tm
 
 
 def test_emitted_spec_configures_iree_like_the_record(tuned, tmp_path, small_mm, target):
-    result, log = tuned
+    result, log, _ = tuned
     best = result.tasks[0].best_record
     spec = api.emit_tuning_spec(small_mm, log, target)
     spec_path = tmp_path / "spec.mlir"

@@ -1,0 +1,63 @@
+"""The local builder: `iree-compile` processes on this host, several at once.
+
+Each compile is its own `iree-compile` process with a timeout and a memory
+cap, so a pathological configuration costs one recorded failure, nothing more.
+The module is written to a scratch file and read back: the result is bytes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ansor_mlir.codegen.tuning_spec import attach_configs
+from ansor_mlir.core.measure_result import ErrorKind
+from ansor_mlir.core.target import Target
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult, BuiltProgram
+from ansor_mlir.mlir.iree_compiler import DEFAULT_MEMORY_BYTES, compile_vmfb, first_error_line
+
+
+@dataclass
+class LocalBuilder(Builder):
+    target: Target
+    workers: int = 2
+    timeout_s: float = 60.0
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
+    _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+
+    def submit(self, item: BuildInput) -> Future[BuildResult]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="ansor-build")
+        return self._pool.submit(self._build_one, item)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._pool = None
+
+    def _build_one(self, item: BuildInput) -> BuildResult:
+        start = time.perf_counter()
+        text = item.flow_text
+        if item.config is not None or item.strategy is not None:
+            configs = {item.task_key: (item.root_index, item.config)} if item.strategy is None else {}
+            strategies = {item.task_key: item.strategy} if item.strategy is not None else {}
+            try:
+                text, applied = attach_configs(item.flow_text, configs, "candidate", strategies)
+            except AnsorError as exc:
+                return BuildResult(None, ErrorKind.INVALID_SCHEDULE, str(exc), 0.0)
+            if item.task_key not in applied:
+                return BuildResult(None, ErrorKind.INVALID_SCHEDULE, "root op not found", 0.0)
+        with tempfile.TemporaryDirectory(prefix="ansor_build_") as tmp:
+            out = Path(tmp) / "program.vmfb"
+            result = compile_vmfb(text, [], out, timeout_s=self.timeout_s, memory_bytes=self.memory_bytes)
+            vmfb = out.read_bytes() if result.ok else b""
+        elapsed = time.perf_counter() - start
+        if result.timed_out:
+            return BuildResult(None, ErrorKind.COMPILE_TIMEOUT, f"over {self.timeout_s:.0f}s", elapsed)
+        if not result.ok:
+            return BuildResult(None, ErrorKind.COMPILE_ERROR, first_error_line(result.stderr), elapsed)
+        return BuildResult(BuiltProgram(vmfb, item.function), ErrorKind.NONE, "", elapsed)

@@ -1,0 +1,157 @@
+"""The local runner: time programs one at a time in an isolated worker process.
+
+One timing at a time, never two concurrently (this matters on a 2-core
+machine): submissions queue behind a single thread. The worker
+(`run_worker`) loads the VM module, checks the outputs against the
+references, then times calls with the host clock: after `warmup` calls, at
+least `min_repeats` and for at least `min_time_s`, at most `max_repeats`. A
+crashing or hanging kernel kills only the worker; it is restarted and the
+failure recorded. Programs and arrays arrive as bytes; they become scratch
+files here only because the worker reads files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import select
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
+from ansor_mlir.core.target import Target
+from ansor_mlir.measure.runner import RunInput, Runner, RunResult
+
+
+@dataclass
+class LocalRunner(Runner):
+    target: Target
+    timeout_s: float = 30.0
+    min_time_s: float = 0.1
+    min_repeats: int = 5
+    max_repeats: int = 1000
+    warmup: int = 2
+    _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _scratch: tempfile.TemporaryDirectory | None = field(default=None, init=False, repr=False)
+
+    def submit(self, item: RunInput) -> Future[RunResult]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ansor-run")
+        return self._pool.submit(self._run_one, item)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._pool = None
+        self._stop_worker()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+        self._scratch = None
+
+    def limit_s(self, item: RunInput) -> float:
+        """The item's own limit, else a few times the calls this runner makes of a program like it."""
+        if item.timeout_s is not None:
+            return item.timeout_s
+        calls = 1 + self.warmup + self.min_repeats
+        return max(self.timeout_s, 3.0 * calls * (item.expected_s or 0.0))
+
+    def _run_one(self, item: RunInput) -> RunResult:
+        scratch = self._scratch_dir()
+        program = scratch / "program.vmfb"
+        program.write_bytes(item.program.vmfb)
+        request = {
+            "device": self.target.runtime_device(),
+            "vmfb": str(program),
+            "function": item.program.function,
+            "inputs": [self._array_file(data) for data in item.inputs],
+            "references": [self._array_file(data) for data in item.references] if item.references else None,
+            "save_outputs": str(scratch) if item.return_outputs else None,
+            "warmup": self.warmup,
+            "min_time_s": self.min_time_s,
+            "min_repeats": self.min_repeats,
+            "max_repeats": self.max_repeats,
+        }
+        try:
+            return self._answer(request, self.limit_s(item))
+        finally:
+            for path in [program, *scratch.glob("out*.npy")]:
+                path.unlink(missing_ok=True)
+
+    def _answer(self, request: dict, limit: float) -> RunResult:
+        try:
+            response = self._ask(request, limit)
+        except (EOFError, OSError, ValueError):
+            self._stop_worker()
+            return RunResult(MeasureResult(ErrorKind.RUNTIME_ERROR, message="the timing worker crashed"))
+        if response is None:
+            self._stop_worker()
+            return RunResult(MeasureResult(ErrorKind.RUN_TIMEOUT, message=f"no answer in {limit:.0f}s"))
+        if "error" in response:
+            return RunResult(MeasureResult(ErrorKind.RUNTIME_ERROR, message=response["error"]))
+        if response.get("wrong"):
+            return RunResult(MeasureResult(ErrorKind.WRONG_ANSWER, max_abs_error=response["max_abs_error"],
+                                           message="output differs from the reference"))
+        outputs = tuple(self._take(path) for path in response.get("outputs", ()))
+        measured = MeasureResult(
+            error=ErrorKind.NONE,
+            median_s=response["median"],
+            spread_s=response["spread"],
+            repeats=len(response["times"]),
+            max_abs_error=response["max_abs_error"],
+            times_s=tuple(response["times"]),
+        )
+        return RunResult(measured, outputs)
+
+    def _scratch_dir(self) -> Path:
+        if self._scratch is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="ansor_run_")
+        return Path(self._scratch.name)
+
+    def _array_file(self, data: bytes) -> str:
+        """A scratch file holding `data`, written once per distinct content (inputs repeat every run)."""
+        path = self._scratch_dir() / f"{hashlib.blake2b(data, digest_size=16).hexdigest()}.npy"
+        if not path.exists():
+            path.write_bytes(data)
+        return str(path)
+
+    @staticmethod
+    def _take(path: str) -> bytes:
+        file = Path(path)
+        data = file.read_bytes()
+        file.unlink()
+        return data
+
+    def _ensure_worker(self) -> subprocess.Popen:
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "ansor_mlir.measure.run_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        return self._process
+
+    def _stop_worker(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(timeout=5)
+        self._process = None
+
+    def _ask(self, request: dict, timeout_s: float) -> dict | None:
+        """Send one request; None if the worker did not answer in time."""
+        worker = self._ensure_worker()
+        worker.stdin.write(json.dumps(request) + "\n")
+        worker.stdin.flush()
+        ready, _, _ = select.select([worker.stdout], [], [], timeout_s)
+        if not ready:
+            return None
+        line = worker.stdout.readline()
+        if not line:
+            raise EOFError("worker exited")
+        return json.loads(line)

@@ -1,0 +1,87 @@
+"""The console view of a tuning run: notes, a live progress bar, and the results table at the end."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ansor_mlir.database.records import Record
+from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.task_result import TaskResult
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, width=None if sys.stderr.isatty() else 140)
+
+
+class ConsoleProgress(TuningCallback):
+    """Notes always; with `progress`, the bar while tuning and the results table after."""
+
+    def __init__(self, console: Console | None = None, progress: bool = True):
+        self.console = console or stderr_console()
+        self.progress = progress
+        self._bar: Progress | None = None
+        self._bar_task: TaskID | None = None
+
+    def on_note(self, message: str) -> None:
+        self.console.print(f"[yellow]note[/]: {message}")
+
+    def on_start(self, results: Sequence[TaskResult], trials: int) -> None:
+        if not self.progress:
+            return
+        self._bar = Progress(
+            TextColumn("[bold]tuning"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=self.console,
+        )
+        self._bar.start()
+        self._bar_task = self._bar.add_task(status(results), total=trials)
+
+    def on_measured(self, results: Sequence[TaskResult], index: int, records: Sequence[Record]) -> None:
+        if self._bar is not None and self._bar_task is not None:
+            self._bar.update(self._bar_task, advance=len(records), description=status(results))
+
+    def on_end(self, results: Sequence[TaskResult]) -> None:
+        if self._bar is None:
+            return
+        self._bar.stop()
+        self._bar = self._bar_task = None
+        self.console.print(results_table(results))
+
+
+def status(results: Sequence[TaskResult]) -> str:
+    """One line: trials, failures, each task's best time, geometric-mean speedup over IREE's default."""
+    trials = sum(r.trials for r in results)
+    failures = sum(r.failures for r in results)
+    speedups = [r.speedup for r in results if r.speedup]
+    best = " ".join(f"{r.task.name.split('_dispatch')[0]}={r.best_s * 1e3:.3f}ms" for r in results if r.best_s)
+    geo = float(np.exp(np.mean(np.log(speedups)))) if speedups else 1.0
+    return f"trials {trials} failed {failures} best {best} speedup {geo:.2f}x"
+
+
+def results_table(results: Sequence[TaskResult]) -> Table:
+    table = Table(title="ansor-mlir tuning results")
+    for column in ("task", "weight", "GFLOP", "trials", "failed", "IREE default", "tuned", "speedup", "best sketch"):
+        table.add_column(column, justify="right" if column != "task" else "left")
+    for r in results:
+        best = r.best_record
+        table.add_row(
+            r.task.name,
+            str(r.task.weight),
+            f"{r.task.flops / 1e9:.3f}",
+            str(r.trials),
+            str(r.failures),
+            f"{r.default_s * 1e3:.3f} ms" if r.default_s else "-",
+            f"{r.best_s * 1e3:.3f} ms" if r.best_s else "-",
+            f"{r.speedup:.2f}x" if r.speedup else "-",
+            f"s{best.candidate.sketch_index} {'+'.join(best.rules)}" if best else "-",
+        )
+    return table

@@ -1,0 +1,39 @@
+"""How tuning is going for one task: the state the loop keeps, the scheduler reads and the callbacks show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansor_mlir.core.task import Task
+from ansor_mlir.database.records import Record
+
+
+@dataclass
+class TaskResult:
+    """Trials and failures so far, IREE's default time and the best measured record."""
+
+    task: Task
+    default_s: float | None = None
+    best_s: float | None = None
+    best_record: Record | None = None
+    trials: int = 0
+    failures: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.default_s and self.best_s:
+            return self.default_s / self.best_s
+        return None
+
+    def account(self, record: Record) -> None:
+        """Count one measured record (this run's or a resumed log's)."""
+        self.trials += 1
+        if not record.ok:
+            self.failures += 1
+            kind = record.result.error.value
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+            return
+        if self.best_s is None or record.result.median_s < self.best_s:
+            self.best_s = record.result.median_s
+            self.best_record = record
