@@ -36,7 +36,7 @@ class LocalBuilder(Builder):
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
         self._pool = None
 
     def _build_one(self, item: BuildInput) -> BuildResult:

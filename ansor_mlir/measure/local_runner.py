@@ -46,6 +46,9 @@ class LocalRunner(Runner):
 
     def close(self) -> None:
         if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            # A run still in flight (tuning interrupted) ends now, reported as a crashed worker.
+            self._stop_worker()
             self._pool.shutdown(wait=True)
         self._pool = None
         self._stop_worker()
@@ -138,10 +141,10 @@ class LocalRunner(Runner):
         return self._process
 
     def _stop_worker(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait(timeout=5)
-        self._process = None
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.wait(timeout=5)
 
     def _ask(self, request: dict, timeout_s: float) -> dict | None:
         """Send one request; None if the worker did not answer in time."""

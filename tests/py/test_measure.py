@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 from concurrent.futures import Future
 
 import numpy as np
@@ -97,6 +98,22 @@ def test_a_bad_module_is_a_runtime_error(target, small_task, runner):
     inputs = tuple(encode_array(a) for a in make_inputs(small_task, seed=0))
     ghost = BuiltProgram(b"not a VM module", "task")
     assert runner.submit(RunInput(ghost, inputs)).result().measured.error == ErrorKind.RUNTIME_ERROR
+
+
+def test_closing_the_runner_ends_a_run_in_flight(target, small_task, flow):
+    """An interrupted tuning run must not wait for a long timing to finish."""
+    inputs = tuple(encode_array(a) for a in make_inputs(small_task, seed=0))
+    program = build(target, small_task, flow, GOOD).program
+    runner = LocalRunner(target, timeout_s=120.0, min_time_s=60.0, max_repeats=10**9)
+    future = runner.submit(RunInput(program, inputs))
+    deadline = time.monotonic() + 30
+    while runner._process is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)
+    started = time.monotonic()
+    runner.close()
+    assert time.monotonic() - started < 10
+    assert future.result().measured.error == ErrorKind.RUNTIME_ERROR
 
 
 def test_the_run_limit_scales_with_the_expected_time(target):
