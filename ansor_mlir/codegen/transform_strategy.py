@@ -21,80 +21,81 @@ op to the first, as Ansor does:
   the reduction loops (cache write), bufferized and the vectors lowered with
   a chosen contraction lowering.
 
-Every decision is a knob (`TileKnob` for tile sizes, `ChoiceKnob` for
-categorical ones); `render_strategy` turns a candidate into text
-deterministically, so a candidate always rebuilds the byte-identical script.
+The strategy is built with the bindings' transform builders (IREE's own
+`transform.iree.*` ops through the generic fallback) and verified as it is
+built, so a mistake here fails at once instead of as a candidate that does
+not compile. `render_strategy` prints it deterministically: a candidate
+always rebuilds the byte-identical script.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import partial
 from math import gcd
 
+from iree.compiler import ir
+from iree.compiler.dialects import transform
+from iree.compiler.dialects.transform import loop, structured, vector
+
+from ansor_mlir.codegen.iree_config import no_pipeline_translation_info
 from ansor_mlir.core.schedule import LEVEL_KIND, REDUCTION, SPATIAL, Candidate, Decompose, Pack, Pad, Rfactor, Sketch
 from ansor_mlir.core.task import LinalgOpInfo, Task
+from ansor_mlir.mlir import generic_op
+from ansor_mlir.mlir.context import print_op, shared_context, verify
 from ansor_mlir.space.dag import Dag, dim_map, operands_along, output_dims, vector_loop
 from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING
 from ansor_mlir.space.resolve import Resolved, resolve
 
-ANY = "!transform.any_op"
 BLOCKS = ("z", "y", "x")
+# Knob options, as the transform dialect spells them, to the bindings' enums.
+CONTRACTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorContractLowering}
+REDUCTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorMultiReductionLowering}
+Pattern = Callable[[], object]
+
+
+def _any() -> ir.Type:
+    return transform.AnyOpType.get()
+
+
+def _op_type(name: str) -> ir.Type:
+    return transform.OperationType.get(name)
+
+
+def _named(name: str) -> ir.Location:
+    """Where a handle is defined; printing uses the name for it (`%func`) instead of a number."""
+    return ir.Location.name(name)
 
 
 class _Script:
-    """Accumulates strategy lines with fresh, deterministic handle names."""
+    """Builds the strategy's transform ops at the current insertion point."""
 
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.counter = 0
-
-    def fresh(self, base: str) -> str:
-        self.counter += 1
-        return f"%{base}{self.counter}"
-
-    def add(self, line: str) -> None:
-        self.lines.append("  " + line)
-
-    def tile_for(self, handle: str, sizes: list[int], base: str, handle_type: str = ANY) -> tuple[str, list[str]]:
-        loops = [self.fresh(f"{base}_loop") for s in sizes if s]
-        tiled = self.fresh(base)
-        results = ", ".join([tiled, *loops])
-        types = ", ".join([ANY] * (1 + len(loops)))
-        self.add(
-            f"{results} = transform.structured.tile_using_for {handle} tile_sizes {_ints(sizes)}"
-            f" : ({handle_type}) -> ({types})"
-        )
+    def tile_for(self, handle: ir.Value, sizes: list[int]) -> tuple[ir.Value, list[ir.Value]]:
+        tiled, *loops = structured.TileUsingForOp(handle, sizes=sizes).results
+        tiled.set_type(_any())  # handed on as any op, whatever the handle it tiled
         return tiled, loops
 
-    def fuse_into(self, producer: str, container: str, base: str) -> tuple[str, str]:
-        fused, new = self.fresh(base), self.fresh("container")
-        self.add(
-            f"{fused}, {new} = transform.structured.fuse_into_containing_op {producer} into {container}"
-            f" : ({ANY}, {ANY}) -> ({ANY}, {ANY})"
-        )
+    def fuse_into(self, producer: ir.Value, container: ir.Value) -> tuple[ir.Value, ir.Value]:
+        fused, new = structured.FuseIntoContainingOp(producer, container).results
         return fused, new
 
-    def pad(self, handle: str, op: LinalgOpInfo, element_type: str, base: str, dims: list[int]) -> str:
+    def pad(self, handle: ir.Value, op: LinalgOpInfo, element_type: str, dims: list[int]) -> ir.Value:
         """Pad loops `dims` of `op`'s (partial) tile to their static bounds; the result is sliced back."""
-        zero = "0.0" if element_type.startswith(("f", "bf")) else "0"
-        values = ", ".join([f"{zero} : {element_type}"] * len(op.indexing_maps))
-        padded, pad, copy = self.fresh(base), self.fresh(f"{base}pad"), self.fresh(f"{base}copy")
-        self.add(
-            f"{padded}, {pad}, {copy} = transform.structured.pad {handle} <padding_values = [{values}], "
-            f"padding_dimensions = {_ints(dims)}, copy_back_op = \"none\">"
-            f" : ({ANY}) -> ({ANY}, {ANY}, {ANY})"
-        )
-        return padded
+        elem = ir.Type.parse(element_type)
+        zero = ir.FloatAttr.get(elem, 0.0) if element_type.startswith(("f", "bf")) else ir.IntegerAttr.get(elem, 0)
+        padded = structured.PadOp(handle, padding_values=[zero] * len(op.indexing_maps), padding_dimensions=dims,
+                                  copy_back_op="none")
+        return padded.results[0]
 
-    def patterns(self, target: str, patterns: list[str]) -> None:
-        self.add(f"transform.apply_patterns to {target} {{")
-        for pattern in patterns:
-            self.add(f"  transform.apply_patterns.{pattern}")
-        self.add(f"}} : {ANY}")
+    def patterns(self, target: ir.Value, patterns: Sequence[Pattern]) -> None:
+        apply = transform.ApplyPatternsOp(target)
+        with ir.InsertionPoint(apply.patterns):
+            for pattern in patterns:
+                pattern()
 
-
-def _ints(values: list[int]) -> str:
-    return "[" + ", ".join(str(v) for v in values) + "]"
-
+    def iree(self, name: str, target: ir.Value, results: int = 0) -> list[ir.Value]:
+        """One of IREE's `transform.iree.*` ops (no Python builder): one handle in, `results` handles out."""
+        return list(generic_op.op(name, [target], [_any()] * results).results)
 
 
 def _mapped(sizes_by_root_dim: list[int], mapping: dict[int, int], rank: int, extra: dict[int, int]) -> list[int]:
@@ -107,7 +108,30 @@ def _mapped(sizes_by_root_dim: list[int], mapping: dict[int, int], rank: int, ex
 
 
 def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str) -> str:
-    """The `transform.named_sequence @name` a candidate of a transform sketch stands for."""
+    """The `transform.named_sequence @name` a candidate of a transform sketch stands for, printed."""
+    with shared_context():
+        library = build_strategy(sketch, candidate, task, name)
+        return print_op(library.body.operations[0].operation) + "\n"
+
+
+def build_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str) -> ir.Module:
+    """A transform library holding the candidate's strategy `@name`, built and verified in the current context."""
+    with ir.Location.unknown():
+        library = ir.Module.create()
+        library.operation.attributes[generic_op.WITH_NAMED_SEQUENCE] = ir.UnitAttr.get()
+        with ir.InsertionPoint(library.body):
+            sequence = transform.NamedSequenceOp(name, [_any()], [],
+                                                 arg_attrs=[{"transform.readonly": ir.UnitAttr.get()}])
+        sequence.bodyTarget.set_location(_named("module"))
+        with ir.InsertionPoint(sequence.body):
+            _emit_strategy(sketch, candidate, task, sequence.bodyTarget)
+            transform.YieldOp([])
+    verify(library.operation, f"strategy @{name}")
+    return library
+
+
+def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.Value) -> None:
+    """The strategy's ops on the payload `module`, at the current insertion point."""
     tiles = resolve(sketch, candidate, task)
     dag = tiles.dag
     assert dag is not None
@@ -115,12 +139,13 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
     ops = dag.ops
     root = ops[dag.root]
     s = _Script()
-    handles = [f"%op{i}" for i in range(len(ops))]
-    s.add(f"%ops = transform.structured.match interface{{LinalgOp}} in %module : ({ANY}) -> {ANY}")
+    with _named("ops"):
+        matched = structured.MatchOp(_any(), module, interface=structured.MatchInterfaceEnum.LinalgOp).result
     if len(ops) > 1:
-        s.add(f"{', '.join(handles)} = transform.split_handle %ops : ({ANY}) -> ({', '.join([ANY] * len(ops))})")
+        with _named("op"):
+            handles = list(transform.SplitHandleOp([_any()] * len(ops), matched).results)
     else:
-        handles = ["%ops"]
+        handles = [matched]
 
     # 1. Workgroups: tile the last op, fuse every producer into its tile.
     last_map = dim_map(ops, dag.root, dag.last)
@@ -128,16 +153,12 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
     wg_sizes = _mapped(dist, last_map, len(ops[dag.last].extents), {})
     if not any(wg_sizes):
         wg_sizes[0] = ops[dag.last].extents[0]
-    mapping = ", ".join(f"#gpu.block<{b}>" for b in BLOCKS[-sum(1 for x in wg_sizes if x):])
-    source = handles[dag.last]
-    handles[dag.last], forall = s.fresh("wg_last"), s.fresh("forall")
-    s.add(
-        f"{handles[dag.last]}, {forall} = transform.structured.tile_using_forall {source}"
-        f" tile_sizes {_ints(wg_sizes)} (mapping = [{mapping}]) : ({ANY}) -> ({ANY}, {ANY})"
-    )
-    s.add(f"transform.iree.populate_workgroup_count_region_using_num_threads_slice {forall} : ({ANY}) -> ()")
+    mapping = generic_op.gpu_block_mapping(BLOCKS[-sum(1 for x in wg_sizes if x):])
+    handles[dag.last], forall = structured.TileUsingForallOp(handles[dag.last], tile_sizes=wg_sizes,
+                                                             mapping=mapping).results
+    s.iree("transform.iree.populate_workgroup_count_region_using_num_threads_slice", forall)
     for i in range(dag.last - 1, -1, -1):
-        handles[i], forall = s.fuse_into(handles[i], forall, f"wg{i}_")
+        handles[i], forall = s.fuse_into(handles[i], forall)
 
     # 2. Consumers fused into the root's register tiles, or tiled on their own.
     inner = dag.consumers and tiles.choice(FUSION) == "inner"
@@ -150,9 +171,9 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
                             if level == "vector_common_parallel" else {})
             if not any(sizes):
                 continue
-            handles[dag.last], loops = s.tile_for(handles[dag.last], sizes, f"t{dag.last}_")
+            handles[dag.last], loops = s.tile_for(handles[dag.last], sizes)
             for i in range(dag.last - 1, -1, -1):
-                handles[i], _ = s.fuse_into(handles[i], loops[-1], f"f{i}_")
+                handles[i], _ = s.fuse_into(handles[i], loops[-1])
         root_levels = [lv for lv in sketch.levels if LEVEL_KIND[lv] == REDUCTION]
     else:
         root_levels = [lv for lv in sketch.levels if lv != "distribution" and lv != "vector_inner_parallel"]
@@ -172,34 +193,30 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
                 handles[dag.root] = _pack_root(s, handles[dag.root], dag, tiles)
             sizes = _packed_sizes(sizes, dag)
         if padded and level == "vector_reduction":
-            handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, "pad_par", parallel_dims)
+            handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, parallel_dims)
         if any(sizes):
-            handles[dag.root], _ = s.tile_for(handles[dag.root], sizes, f"r{level[:3]}_")
+            handles[dag.root], _ = s.tile_for(handles[dag.root], sizes)
     if padded and root.reduction_dims:
-        handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, "pad_red", root.reduction_dims)
+        handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, list(root.reduction_dims))
     decomposed = sketch.has(Decompose)
     if decomposed:
         # The register tile (unit oh and kh) becomes `linalg.conv_2d_nhwc_hwcf`, then a 1-D convolution
         # that the vectorizer handles with strided windows (several output pixels per tile).
-        named, conv_1d = s.fresh("conv2d"), s.fresh("conv1d")
-        s.add(f"{named} = transform.structured.specialize {handles[dag.root]} : ({ANY}) -> {ANY}")
-        s.add(f"{conv_1d} = transform.structured.decompose {named} : ({ANY}) -> {ANY}")
-        handles[dag.root] = conv_1d
+        with _named("conv2d"):
+            named = structured.SpecializeOp(_any(), handles[dag.root]).result
+        with _named("conv1d"):
+            handles[dag.root] = structured.DecomposeOp(named).result
     if rfactor:
         split_sizes = tiles.per_level.get("vector_reduction", [0] * len(root.extents))
         inner_red = [0] * len(root.extents)
         last_red = root.reduction_dims[-1]
         inner_red[last_red] = split_sizes[last_red]
         if inner_red[last_red]:
-            fills, split, combine, loop = (s.fresh("rf_fill"), s.fresh("rf_split"), s.fresh("rf_combine"),
-                                           s.fresh("rf_loop"))
-            s.add(
-                f"{fills}, {split}, {combine}, {loop} = transform.structured.tile_reduction_using_for "
-                f"{handles[dag.root]} by tile_sizes = {_ints(inner_red)} : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})"
-            )
+            split = structured.TileReductionUsingForOp([_any()], _any(), _any(), _any(), handles[dag.root],
+                                                       tile_sizes=inner_red).split_op
             outer_red = [size if d != last_red else 0 for d, size in enumerate(split_sizes)]
             if any(outer_red):
-                s.tile_for(split, outer_red, "rf_tiled")
+                s.tile_for(split, outer_red)
 
     # 4. Fills and (outer) consumers get register tiles of their own.
     if not inner:
@@ -213,7 +230,7 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
                     sizes = [reg[d] if d is not None and reg[d] != root.extents[d] else 0
                              for d in output_dims(root)][:rank]
                     if any(sizes):
-                        handles[i], _ = s.tile_for(handles[i], sizes, f"fill{i}_")
+                        handles[i], _ = s.tile_for(handles[i], sizes)
                 continue
             mapping_i = dim_map(ops, dag.root, i)
             sizes = [0] * len(op.extents)
@@ -223,76 +240,71 @@ def render_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str)
             for d, size in extras.get(i, {}).items():
                 sizes[d] = size
             if any(sizes):
-                handles[i], _ = s.tile_for(handles[i], sizes, f"c{i}_")
+                handles[i], _ = s.tile_for(handles[i], sizes)
 
     # 4b. Padding: the other ops' partial register tiles become full, static tiles.
     if padded:
         for i, op in enumerate(ops):
             if i != dag.root:
-                handles[i] = s.pad(handles[i], op, task.root.element_type, f"pad{i}_", list(range(len(op.extents))))
+                handles[i] = s.pad(handles[i], op, task.root.element_type, list(range(len(op.extents))))
 
     # 5. Vectorize, cache write (hoist accumulators), bufferize, lower vectors.
-    s.add(f"%func = transform.structured.match ops{{[\"func.func\"]}} in %module : ({ANY}) -> {ANY}")
-    s.patterns("%func", ["linalg.tiling_canonicalization", "scf.for_loop_canonicalization", "canonicalization"])
+    tiling_cleanup = [structured.ApplyTilingCanonicalizationPatternsOp, loop.ApplyForLoopCanonicalizationPatternsOp,
+                      transform.ApplyCanonicalizationPatternsOp]
+    with _named("func"):
+        func = structured.MatchOp.match_op_names(module, ["func.func"]).result
+    s.patterns(func, tiling_cleanup)
     if not packed and not decomposed:
         # Unit window loops fold away so window tiles vectorize as contractions. A packed root has no
         # windows, and its output tile has an interior unit loop (`[1, 8, 1, 32]`), which the fold breaks;
         # a 1-D convolution would fold back into a generic the vectorizer cannot handle.
-        s.patterns("%func", ["linalg.fold_unit_extent_dims_via_slices", "canonicalization"])
-    vectorize_padding = " <{vectorize_padding}>" if padded else ""
-    s.add(f"%vfunc = transform.structured.vectorize_children_and_apply_patterns %func{vectorize_padding}"
-          f" : ({ANY}) -> {ANY}")
-    s.patterns("%vfunc", ["linalg.tiling_canonicalization", "scf.for_loop_canonicalization", "canonicalization"])
-    s.add(f"transform.apply_cse to %vfunc : {ANY}")
+        s.patterns(func, [structured.ApplyFoldUnitExtentDimsViaSlicesPatternsOp,
+                          transform.ApplyCanonicalizationPatternsOp])
+    with _named("vfunc"):
+        vfunc = structured.VectorizeChildrenAndApplyPatternsOp(func, vectorize_padding=padded).result
+    s.patterns(vfunc, tiling_cleanup)
+    transform.ApplyCommonSubexpressionEliminationOp(vfunc)
     if tiles.choice(CACHE_WRITE) in (None, "hoist"):
-        s.add(f"%loops = transform.structured.match ops{{[\"scf.for\"]}} in %vfunc : ({ANY}) -> {ANY}")
-        s.add(f"transform.foreach %loops : {ANY} {{")
-        s.add(f"^bb0(%loop: {ANY}):")
-        s.add(f"  transform.loop.hoist_loop_invariant_subsets %loop : {ANY}")
-        s.add("}")
-        s.patterns("%vfunc", ["canonicalization"])
-    s.add(f"transform.iree.eliminate_empty_tensors %module : ({ANY}) -> ()")
-    s.add(f"%bfunc = transform.iree.bufferize %vfunc : ({ANY}) -> {ANY}")
-    s.add(f"%mfunc = transform.structured.match ops{{[\"func.func\"]}} in %bfunc : ({ANY}) -> {ANY}")
-    s.add(f"transform.iree.forall_to_workgroup %mfunc : ({ANY}) -> ()")
+        with _named("loops"):
+            loops = structured.MatchOp.match_op_names(vfunc, ["scf.for"]).result
+        foreach = transform.ForeachOp([], [loops])
+        each = foreach.bodyTargets[0]
+        each.set_location(_named("loop"))
+        with ir.InsertionPoint(foreach.body):
+            loop.HoistLoopInvariantSubsetsOp(each)
+            transform.YieldOp([])
+        s.patterns(vfunc, [transform.ApplyCanonicalizationPatternsOp])
+    s.iree("transform.iree.eliminate_empty_tensors", module)
+    with _named("bfunc"):
+        (bfunc,) = s.iree("transform.iree.bufferize", vfunc, results=1)
+    with _named("mfunc"):
+        mfunc = structured.MatchOp.match_op_names(bfunc, ["func.func"]).result
+    s.iree("transform.iree.forall_to_workgroup", mfunc)
     if padded or packed:
         # Pads that stay materialised (a fused consumer's input tile) and packed panels inside cache loops
         # bufferize to stack buffers in the loop.
-        s.add(f"transform.iree.hoist_static_alloc %mfunc : ({ANY}) -> ()")
-    s.patterns("%mfunc", ["canonicalization"])
-    s.add(f"transform.apply_cse to %mfunc : {ANY}")
-    lowering = tiles.choice(LOWERING) or "outerproduct"
-    s.patterns("%mfunc", [f"vector.lower_contraction lowering_strategy = \"{lowering}\""])
-    s.patterns("%mfunc", ["vector.lower_outerproduct"])
-    strategy = tiles.choice(REDUCTION_LOWERING) or "innerparallel"
-    s.patterns("%mfunc", [f"vector.{p} lowering_strategy = \"{strategy}\"" for p in (
-        "reorder_multi_reduction_dims", "multi_reduction_flattening", "multi_reduction_unrolling")])
-    s.patterns("%mfunc", ["vector.lower_transpose"])
-    s.patterns("%mfunc", ["vector.transfer_permutation_patterns", "vector.lower_transfer max_transfer_rank = 1"])
-    s.patterns("%mfunc", ["vector.lower_shape_cast", "vector.lower_broadcast"])
-    s.patterns("%mfunc", ["canonicalization"])
-    s.add(f"transform.apply_cse to %mfunc : {ANY}")
-    s.add(
-        "%none = transform.param.constant #iree_codegen.translation_info<pipeline = "
-        "#iree_codegen.no_pipeline> -> !transform.any_param"
-    )
-    s.add(f"transform.annotate %mfunc \"translation_info\" = %none : {ANY}, !transform.any_param")
-    s.add("transform.yield")
-    header = f"transform.named_sequence @{name}(%module: {ANY} {{transform.readonly}}) {{"
-    return "\n".join([header, *s.lines, "}"]) + "\n"
+        s.iree("transform.iree.hoist_static_alloc", mfunc)
+    s.patterns(mfunc, [transform.ApplyCanonicalizationPatternsOp])
+    transform.ApplyCommonSubexpressionEliminationOp(mfunc)
+    lowering = CONTRACTION_LOWERINGS[tiles.choice(LOWERING) or "outerproduct"]
+    s.patterns(mfunc, [partial(vector.ApplyLowerContractionPatternsOp, lowering_strategy=lowering)])
+    s.patterns(mfunc, [vector.ApplyLowerOuterProductPatternsOp])
+    strategy = REDUCTION_LOWERINGS[tiles.choice(REDUCTION_LOWERING) or "innerparallel"]
+    s.patterns(mfunc, [partial(pattern, lowering_strategy=strategy) for pattern in (
+        vector.ApplyReorderMultiReductionPatternsOp, vector.ApplyMultiReductionFlatteningPatternsOp,
+        vector.ApplyMultiReductionUnrollingPatternsOp)])
+    s.patterns(mfunc, [vector.ApplyLowerTransposePatternsOp])
+    s.patterns(mfunc, [vector.ApplyTransferPermutationPatternsOp,
+                       partial(vector.ApplyLowerTransferPatternsOp, max_transfer_rank=1)])
+    s.patterns(mfunc, [vector.ApplyLowerShapeCastPatternsOp, vector.ApplyLowerBroadcastPatternsOp])
+    s.patterns(mfunc, [transform.ApplyCanonicalizationPatternsOp])
+    transform.ApplyCommonSubexpressionEliminationOp(mfunc)
+    with _named("none"):
+        none = transform.ParamConstantOp(transform.AnyParamType.get(), no_pipeline_translation_info()).result
+    transform.AnnotateOp(mfunc, "translation_info", param=none)
 
 
-GENERIC = '!transform.op<"linalg.generic">'
-PACK = '!transform.op<"linalg.pack">'
-UNPACK = '!transform.op<"linalg.unpack">'
-LOWERED_PACK = '(!transform.op<"tensor.pad">, !transform.op<"tensor.expand_shape">, !transform.op<"linalg.transpose">)'
-LOWERED_UNPACK = ('(!transform.op<"tensor.empty">, !transform.op<"linalg.transpose">, '
-                  '!transform.op<"tensor.collapse_shape">, !transform.op<"tensor.extract_slice">, '
-                  '!transform.op<"linalg.copy">)')
-
-
-
-def _pack_root(s: _Script, handle: str, dag: Dag, tiles: Resolved) -> str:
+def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved) -> ir.Value:
     """Pack the root's operands along the vector loop by the register tile `nr`, above the register levels.
 
     Every operand indexed by the vector loop gets a `[..., nr]` inner tile
@@ -302,37 +314,37 @@ def _pack_root(s: _Script, handle: str, dag: Dag, tiles: Resolved) -> str:
     vector transposes. The packed root has one more loop (the inner `nr`).
     """
     root = dag.ops[dag.root]
-    vector = vector_loop(root)
-    nr = tiles.register[vector]
+    vector_dim = vector_loop(root)
+    nr = tiles.register[vector_dim]
     extents = tiles.above_register
-    packed, generic = s.fresh("packed"), s.fresh("packed_any")
-    sizes = [nr if d == vector else 0 for d in range(len(root.extents))]
-    s.add(f"{packed} = transform.structured.pack {handle} packed_sizes = {_ints(sizes)} : ({ANY}) -> ({GENERIC})")
-    for operand, dims in operands_along(root, vector):
-        pack, lowered = s.fresh("pack"), [s.fresh("pad"), s.fresh("expand"), s.fresh("transpose")]
-        s.add(f"{pack} = transform.get_producer_of_operand {packed}[{operand}] : ({GENERIC}) -> ({PACK})")
-        s.add(f"{', '.join(lowered)} = transform.structured.lower_pack {pack} : ({PACK}) -> {LOWERED_PACK}")
+    sizes = [nr if d == vector_dim else 0 for d in range(len(root.extents))]
+    with _named("packed"):
+        packed = structured.PackOp(_op_type("linalg.generic"), handle, [], static_packed_sizes=sizes).result
+    for operand, dims in operands_along(root, vector_dim):
+        with _named("pack"):
+            pack = transform.GetProducerOfOperand(_op_type("linalg.pack"), packed, operand).result
+        lowered = structured.LowerPackOp(_op_type("tensor.pad"), _op_type("tensor.expand_shape"),
+                                         _op_type("linalg.transpose"), pack).results
         if operand < root.num_inputs:
             # The transpose's loops are the packed operand's dims: tile all but its two innermost.
             inner = dims[-1][0]
             transpose_tiles = [1] * len(dims) + [0]
             transpose_tiles[-2] = gcd(extents[inner], nr)
-            s.tile_for(lowered[2], transpose_tiles, "pack_tr", '!transform.op<"linalg.transpose">')
-    unpack = s.fresh("unpack")
-    s.add(f"{unpack} = transform.get_consumers_of_result {packed}[0] : ({GENERIC}) -> ({UNPACK})")
-    lowered = [s.fresh(n) for n in ("empty", "utranspose", "collapse", "slice", "copy")]
-    s.add(f"{', '.join(lowered)} = transform.structured.lower_unpack {unpack} : ({UNPACK}) -> {LOWERED_UNPACK}")
-    s.add(f"{generic} = transform.cast {packed} : {GENERIC} to {ANY}")
-    return generic
+            s.tile_for(lowered[2], transpose_tiles)
+    with _named("unpack"):
+        unpack = transform.GetConsumersOfResult(_op_type("linalg.unpack"), packed, 0).result
+    structured.LowerUnPackOp(_op_type("tensor.empty"), _op_type("linalg.transpose"), _op_type("tensor.collapse_shape"),
+                             _op_type("tensor.extract_slice"), _op_type("linalg.copy"), unpack)
+    with _named("packed_any"):
+        return transform.CastOp(_any(), packed).result
 
 
 def _packed_sizes(sizes: list[int], dag: Dag) -> list[int]:
     """A register level's tile sizes in the packed root's loops: the vector loop counts whole `nr` blocks."""
-    vector = vector_loop(dag.ops[dag.root])
+    vector_dim = vector_loop(dag.ops[dag.root])
     out = list(sizes) + [0]
-    out[vector] = 1 if sizes[vector] else 0
+    out[vector_dim] = 1 if sizes[vector_dim] else 0
     return out
-
 
 
 def strategy_name(task: Task, candidate: Candidate) -> str:

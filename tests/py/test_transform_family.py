@@ -96,7 +96,9 @@ def test_strategy_knobs_change_the_text(small_task, target, lowering):
     values["lowering"] = (lowering,)
     changed = type(candidate)(candidate.task_key, candidate.sketch_index, tuple(sorted(values.items())))
     text = render_strategy(sketch, changed, small_task, "s")
-    assert ('lowering_strategy = "outerproduct"' in text) == (lowering == 0)
+    # outerproduct is the op's default and prints without the attribute; another choice is named.
+    assert "transform.apply_patterns.vector.lower_contraction" in text
+    assert ("lower_contraction lowering_strategy = dot" in text) == (lowering == 1)
 
 
 def test_interior_unit_dims_are_recognised():
