@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
 
+from ansor_mlir.core.affine import AffineMap
+
 
 @dataclass(frozen=True)
 class IreeConfig:
@@ -55,7 +57,7 @@ class RootOp:
     name: str
     loop_extents: tuple[int, ...]
     iterator_types: tuple[str, ...]
-    indexing_maps: tuple[str, ...]
+    indexing_maps: tuple[AffineMap, ...]
     operand_types: tuple[str, ...]
     element_type: str
     element_bytes: int
@@ -90,7 +92,7 @@ class LinalgOpInfo:
     name: str
     extents: tuple[int, ...]
     iterator_types: tuple[str, ...]
-    indexing_maps: tuple[str, ...]
+    indexing_maps: tuple[AffineMap, ...]
     num_inputs: int
     producers: tuple[int, ...]
     body_ops: tuple[str, ...]

@@ -5,27 +5,36 @@ each dispatch body as a standalone function on tensors (loads become
 arguments, stores become results), de-duplicate them by a structural key and
 weight each by how often the model dispatches it. IREE's own configuration of
 each task (`--compile-to=executable-configurations`) becomes sketch zero.
+Everything is read from the IR through the bindings' typed objects (types,
+attributes, affine maps), never by matching printed IR.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from math import prod
 
 from iree.compiler import ir
+from iree.compiler.dialects import func as func_dialect
+from iree.compiler.dialects import linalg, tensor
 
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, RootOp, Task
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.mlir.context import element_bytes, new_context, op_text, ops_of, parse_module, tensor_shape
+from ansor_mlir.frontend.affine_maps import indexing_maps
+from ansor_mlir.mlir.context import new_context, ops_of, parse_module
+from ansor_mlir.mlir.iree_attributes import cpu_lowering_levels, cpu_pipeline
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, first_error_line, run_tool
 
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
 STORE = "iree_tensor_ext.dispatch.tensor.store"
+DISPATCH = "flow.dispatch"
 STRUCTURAL_SKIP = {"linalg.fill", "linalg.yield", "linalg.index"}
 ARITH_PREFIXES = ("arith.", "math.")
+# `flow.dispatch` operand segments: workload, arguments, argument dims, result dims.
+DISPATCH_ARGUMENTS = 1
 
 
 def validate_input(text: str, what: str) -> None:
@@ -35,9 +44,9 @@ def validate_input(text: str, what: str) -> None:
     if not funcs:
         raise AnsorError(f"{what}: no func.func to tune")
     for func in funcs:
-        ftype = str(func.attributes["function_type"])
-        if "?" in ftype:
-            name = str(func.attributes["sym_name"])
+        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        if any(isinstance(t, ir.ShapedType) and not t.has_static_shape for t in [*ftype.inputs, *ftype.results]):
+            name = ir.StringAttr(func.attributes["sym_name"]).value
             raise AnsorError(
                 f"{what}: function {name} has dynamic shapes ({ftype}): "
                 "only static shapes can be tuned"
@@ -59,14 +68,15 @@ def extract_tasks(text: str, target: Target, what: str = "<input>") -> list[Task
 def tasks_from_flow(flow_text: str, target: Target, what: str) -> list[Task]:
     ctx = new_context()
     module = parse_module(flow_text, f"{what} (IREE flow output)", ctx)
-    counts = Counter(re.findall(r"flow\.dispatch @([\w$.-]+)::", flow_text))
+    sites = dispatch_sites(module.operation)
+    counts = Counter(_executable_of(site) for site in sites)
     by_key: dict[str, Task] = {}
     for exe in ops_of(module.body):
         if exe.name != "flow.executable":
             continue
-        exe_name = str(exe.attributes["sym_name"]).strip('"')
-        dispatch = dispatch_function(exe)
-        task = task_from_dispatch(dispatch, exe_name, target, ctx)
+        exe_name = ir.StringAttr(exe.attributes["sym_name"]).value
+        dispatch = canonical_dispatch(dispatch_function(exe), _binding_types(exe_name, sites))
+        task = task_from_dispatch(dispatch, exe_name, target, ctx) if dispatch else None
         if task is None:
             continue
         weight = counts.get(exe_name, 1)
@@ -83,21 +93,62 @@ def dispatch_function(exe: ir.Operation) -> ir.Operation:
     return [op for op in ops_of(inner.regions[0].blocks[0]) if op.name == "func.func"][0]
 
 
+def walk(op: ir.Operation) -> Iterator[ir.Operation]:
+    """Every op nested in `op`, in program order."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in ops_of(block):
+                yield inner
+                yield from walk(inner)
+
+
+def dispatch_sites(module: ir.Operation) -> list[ir.Operation]:
+    """The module's `flow.dispatch` ops, in program order."""
+    return [op for op in walk(module) if op.name == DISPATCH]
+
+
+def _executable_of(site: ir.Operation) -> str:
+    entry = ir.ArrayAttr(site.attributes["entry_points"])[0]
+    return ir.SymbolRefAttr(entry).value[0]
+
+
+def _binding_types(exe_name: str, sites: Sequence[ir.Operation]) -> list[ir.Type] | None:
+    """The tensor type bound to each argument of an executable's function, read off a dispatch of it.
+
+    The function's arguments are the dispatch's arguments, then its results
+    that are not tied to an argument (IREE's outlining order). IREE's
+    `dispatch.tensor` type has no Python class, so its tensor comes from here.
+    """
+    for site in sites:
+        if _executable_of(site) != exe_name:
+            continue
+        segments = list(ir.DenseI32ArrayAttr(site.attributes["operandSegmentSizes"]))
+        first = sum(segments[:DISPATCH_ARGUMENTS])
+        arguments = list(site.operands)[first: first + segments[DISPATCH_ARGUMENTS]]
+        tied = [ir.IntegerAttr(t).value for t in ir.ArrayAttr(site.attributes["tied_operands"])] \
+            if "tied_operands" in site.attributes else [-1] * len(site.results)
+        return [v.type for v in arguments] + [r.type for r, t in zip(site.results, tied, strict=True) if t < 0]
+    return None
+
+
 def canonical_dispatch(
-    func: ir.Operation, ctx: ir.Context
+    func: ir.Operation, bindings: Sequence[ir.Type] | None
 ) -> tuple[str, str, list[str], list[str]] | None:
     """(key, canonical task text, input types, output types) of a dispatch function."""
-    rebuilt = standalone_function(func)
+    if bindings is None:
+        return None
+    rebuilt = standalone_function(func, bindings)
     if rebuilt is None:
         return None
     text, input_types, output_types = rebuilt
-    canonical = canonical_function(text, ctx)
-    return workload_key(canonical), canonical, input_types, output_types
+    return workload_key(text), text, input_types, output_types
 
 
 def dispatch_executable_key(exe: ir.Operation, ctx: ir.Context) -> str | None:
     """The workload key of a flow.executable (used when applying records)."""
-    dispatch = canonical_dispatch(dispatch_function(exe), ctx)
+    del ctx  # the executable's own context holds everything needed
+    exe_name = ir.StringAttr(exe.attributes["sym_name"]).value
+    dispatch = canonical_dispatch(dispatch_function(exe), _binding_types(exe_name, dispatch_sites(exe.parent)))
     return dispatch[0] if dispatch else None
 
 
@@ -110,59 +161,71 @@ def compute_ops(func: ir.Operation) -> list[ir.Operation]:
     ]
 
 
-def standalone_function(func: ir.Operation) -> tuple[str, list[str], list[str]] | None:
-    """Rebuild a dispatch body as `func.func @task(inputs) -> outputs` text."""
-    state = ir.AsmState(func)
-    body = ops_of(func.regions[0].blocks[0])
-    args: list[str] = []
-    arg_types: list[str] = []
-    lines: list[str] = []
-    results: list[str] = []
-    result_types: list[str] = []
-    has_compute = False
-    for op in body:
-        if op.name == LOAD:
-            value = op.results[0]
-            name = value.get_name(state)
-            source_type = _dispatch_tensor_type(str(op.operands[0].type))
-            vtype = str(value.type)
-            if source_type == vtype and _is_full(op):
-                args.append(f"{name}: {vtype}")
-                arg_types.append(vtype)
-            else:
-                arg = f"%ansor_arg{len(args)}"
-                args.append(f"{arg}: {source_type}")
-                arg_types.append(source_type)
-                lines.append(_extract_slice(name, arg, op, source_type, vtype))
-        elif op.name == STORE:
-            target_type = _dispatch_tensor_type(str(op.operands[1].type))
-            if target_type != str(op.operands[0].type) or not _is_full(op):
-                return None  # a partial store (e.g. a pad copy): not a compute task
-            results.append(op.operands[0].get_name(state))
-            result_types.append(target_type)
-        elif op.name == "func.return":
-            continue
-        else:
-            if op.name.startswith("linalg.") and op.name not in STRUCTURAL_SKIP:
-                has_compute = True
-            lines.append(op_text(op, state))
-    if not has_compute or not results:
-        return None
-    signature = ", ".join(args)
-    rtypes = ", ".join(result_types)
-    text = (
-        f"func.func @task({signature}) -> ({rtypes}) {{\n"
-        + "".join(f"  {line}\n" for line in lines)
-        + f"  return {', '.join(results)} : {rtypes}\n}}\n"
-    )
-    return text, arg_types, result_types
+def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tuple[str, list[str], list[str]] | None:
+    """Rebuild a dispatch body as `func.func @task(inputs) -> outputs` and print it.
+
+    Built with the bindings in a scratch module of the dispatch's context: a
+    whole-tensor load becomes an argument, a partial one an `extract_slice` of
+    an argument of the bound tensor; each whole-tensor store becomes a result.
+    """
+    with func.context, ir.Location.unknown():
+        scratch = ir.Module.create()
+        body = func.clone(ir.InsertionPoint(scratch.body))
+        ops = ops_of(body.regions[0].blocks[0])
+        inputs: list[ir.Type] = []
+        outputs: list[ir.Type] = []
+        for op in ops:
+            if op.name == LOAD:
+                bound, loaded = bindings[_argument_number(op.operands[0])], op.results[0].type
+                inputs.append(loaded if bound == loaded and _is_full(op) else bound)
+            elif op.name == STORE:
+                if bindings[_argument_number(op.operands[1])] != op.operands[0].type or not _is_full(op):
+                    return None  # a partial store (e.g. a pad copy): not a compute task
+                outputs.append(op.operands[0].type)
+        if not outputs or not any(op.name.startswith("linalg.") and op.name not in STRUCTURAL_SKIP for op in ops):
+            return None
+        task = func_dialect.FuncOp("task", (inputs, outputs), ip=ir.InsertionPoint(scratch.body))
+        block = task.add_entry_block()
+        end = ir.InsertionPoint(block)
+        loads = iter(block.arguments)
+        results = []
+        for op in ops:
+            if op.name == LOAD:
+                arg, loaded = next(loads), op.results[0]
+                if arg.type != loaded.type:
+                    loaded.replace_all_uses_with(_slice(op, arg, end))
+                else:
+                    loaded.replace_all_uses_with(arg)
+                op.erase()
+            elif op.name == STORE:
+                results.append(op.operands[0])
+                op.erase()
+            elif op.name != "func.return":
+                op.detach_from_parent()
+                end.insert(op)
+        func_dialect.ReturnOp(results, ip=end)
+        body.erase()
+        try:
+            task.operation.verify()
+        except ir.MLIRError as exc:
+            name = ir.StringAttr(func.attributes["sym_name"]).value
+            raise AnsorError(f"dispatch {name}: cannot rebuild it as a function: {exc}") from None
+        return str(task), [str(t) for t in inputs], [str(t) for t in outputs]
 
 
-def _dispatch_tensor_type(text: str) -> str:
-    match = re.search(r"<(?:readonly|writeonly|readwrite):(tensor<[^>]*>)>", text)
-    if not match:
-        raise AnsorError(f"unexpected dispatch binding type {text}")
-    return match.group(1)
+def _argument_number(value: ir.Value) -> int:
+    if not isinstance(value, ir.BlockArgument):
+        raise AnsorError("a dispatch loads or stores a value that is not one of its bindings")
+    return value.arg_number
+
+
+def _slice(load: ir.Operation, source: ir.Value, ip: ir.InsertionPoint) -> ir.Value:
+    """`tensor.extract_slice` of `source` at the load's static offsets, sizes and strides."""
+    return tensor.ExtractSliceOp(
+        load.results[0].type, source, [], [], [],
+        _array_ints(load, "static_offsets"), _array_ints(load, "static_sizes"), _array_ints(load, "static_strides"),
+        ip=ip,
+    ).result
 
 
 def _array_ints(op: ir.Operation, attr: str) -> list[int]:
@@ -175,28 +238,9 @@ def _is_full(op: ir.Operation) -> bool:
     return all(o == 0 for o in offsets) and all(s == 1 for s in strides)
 
 
-def _extract_slice(name: str, arg: str, op: ir.Operation, source: str, result: str) -> str:
-    def ints(attr: str) -> str:
-        return ", ".join(map(str, _array_ints(op, attr)))
-
-    return (
-        f"{name} = tensor.extract_slice {arg}[{ints('static_offsets')}] "
-        f"[{ints('static_sizes')}] [{ints('static_strides')}] : {source} to {result}"
-    )
-
-
-def canonical_function(text: str, ctx: ir.Context) -> str:
-    """Re-print through the parser so equal structure gives equal text."""
-    module = ir.Module.parse(text, ctx)
-    return str(module.body.operations[0])
-
-
 def task_from_dispatch(
-    func: ir.Operation, exe_name: str, target: Target, ctx: ir.Context
+    dispatch: tuple[str, str, list[str], list[str]], exe_name: str, target: Target, ctx: ir.Context
 ) -> Task | None:
-    dispatch = canonical_dispatch(func, ctx)
-    if dispatch is None:
-        return None
     key, canonical, input_types, output_types = dispatch
     module = ir.Module.parse(canonical, ctx)
     task_func = module.body.operations[0].operation
@@ -209,9 +253,9 @@ def task_from_dispatch(
     linalg_ops = [op for op, _ in pairs]
     generic_ops = [generic for _, generic in pairs]
     root_index = pick_root(generic_ops)
-    root = describe_root(linalg_ops[root_index], generic_ops[root_index], task_func)
+    root = describe_root(linalg_ops[root_index], generic_ops[root_index])
     flops = sum(_op_flops(g) for g in generic_ops)
-    default_config, notes, configured = default_configuration(canonical, target, len(root.loop_extents))
+    default_config, notes, configured = default_configuration(canonical, target)
     codegen_ops = codegen_linalg_ops(configured) if configured else ()
     if default_config is not None:
         config_loops = len(default_config.levels[0][1])
@@ -255,15 +299,21 @@ def generalized_ops(func_text: str) -> list[dict]:
     return out
 
 
+def _iterator_names(ctx: ir.Context) -> dict[ir.Attribute, str]:
+    """`#linalg.iterator_type<...>` attributes by name, made by the bindings' own attribute builder."""
+    build = ir.AttrBuilder.get("linalg.IteratorTypeEnum")
+    return {build(kind, ctx): str(kind) for kind in linalg.IteratorType}
+
+
 def _loop_structure(op: ir.Operation) -> dict:
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    iterators = [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-    iterators = [re.sub(r"[^a-z]", "", it) for it in iterators]
+    names = _iterator_names(op.context)
+    iterators = [names[a] for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     extents = [0] * len(iterators)
     for amap, operand in zip(maps, op.operands, strict=True):
-        if not isinstance(operand.type, ir.RankedTensorType) and "tensor<" not in str(operand.type):
+        if not isinstance(operand.type, ir.RankedTensorType):
             continue
-        shape = ir.RankedTensorType(operand.type).shape
+        shape = operand.type.shape
         for pos, expr in enumerate(amap.results):
             if isinstance(expr, ir.AffineDimExpr):
                 extents[expr.position] = max(extents[expr.position], shape[pos])
@@ -271,7 +321,7 @@ def _loop_structure(op: ir.Operation) -> dict:
     return {
         "extents": tuple(extents),
         "iterators": tuple(iterators),
-        "maps": tuple(str(m) for m in maps),
+        "maps": indexing_maps(op),
         "body": tuple(body),
     }
 
@@ -289,34 +339,70 @@ def _op_flops(op: dict) -> int:
     return prod(op["extents"]) * max(arith, 1)
 
 
-def describe_root(op: ir.Operation, generic: dict, func: ir.Operation) -> RootOp:
-    state = ir.AsmState(func)
-    operand_names: list[str] = []
-    operand_types: list[str] = []
+def describe_root(op: ir.Operation, generic: dict) -> RootOp:
+    operands: list[ir.Value] = []
     for value in op.operands:
-        name = value.get_name(state)
-        if name not in operand_names:
-            operand_names.append(name)
-            operand_types.append(str(value.type))
-    text = op_text(op, state)
-    for i, name in enumerate(operand_names):
-        text = re.sub(re.escape(name) + r"(?![\w$.])", f"%ansor_in{i}", text)
-    text = re.sub(r"^\s*%[\w$.#]+(:\d+)? = ", "%ansor_root = ", text, count=1)
-    out_type = str(op.results[0].type)
-    _, elem = tensor_shape(out_type)
-    block_args = ", ".join(f"%ansor_in{i}: {t}" for i, t in enumerate(operand_types))
-    matcher = f"^bb0({block_args}):\n  {text}"
+        if value not in operands:
+            operands.append(value)
+    elem = ir.ShapedType(op.results[0].type).element_type
     return RootOp(
         name=op.name,
         loop_extents=generic["extents"],
         iterator_types=generic["iterators"],
         indexing_maps=generic["maps"],
-        operand_types=tuple(operand_types),
-        element_type=elem,
-        element_bytes=element_bytes(elem),
+        operand_types=tuple(str(v.type) for v in operands),
+        element_type=str(elem),
+        element_bytes=_element_bytes(elem),
         body_ops=generic["body"],
-        matcher_text=matcher,
+        matcher_text=matcher_text(op, operands),
     )
+
+
+def _element_bytes(elem: ir.Type) -> int:
+    """Bytes per element (a bit-sized type takes a byte); 4 for types of no fixed width (index)."""
+    if isinstance(elem, (ir.IntegerType, ir.FloatType)):
+        return max(1, elem.width // 8)
+    return 4
+
+
+def matcher_text(op: ir.Operation, operands: Sequence[ir.Value]) -> str:
+    """The root op as the body of a tuning-spec matcher: `^bb0(%ansor_in0: T, ..):` then the op.
+
+    A copy of the op goes into a block whose arguments replace its distinct
+    operands; names come from `NameLoc`s (`%ansor_in0`, `%ansor_root`). The
+    holder of that block is unregistered, so it prints in generic form and
+    the block, printed by MLIR, is the text between its first and last lines
+    (printed in local scope, so maps stay inline instead of becoming aliases).
+    """
+    ctx = op.context
+    allowed = ctx.allow_unregistered_dialects
+    ctx.allow_unregistered_dialects = True
+    try:
+        with ctx, ir.Location.unknown():
+            holder = ir.Operation.create("ansor.matcher", regions=1)
+            names = [ir.Location.name(f"ansor_in{i}") for i in range(len(operands))]
+            block = holder.regions[0].blocks.append(*[v.type for v in operands], arg_locs=names)
+            copy = op.clone(ir.InsertionPoint(block)).operation
+            for old, new in zip(operands, block.arguments, strict=True):
+                copy.replace_uses_of_with(old, new)
+            root = ir.Operation.create(
+                copy.name,
+                results=[r.type for r in copy.results],
+                operands=list(copy.operands),
+                attributes={name: copy.attributes[name] for name in copy.attributes},
+                regions=len(copy.regions),
+                loc=ir.Location.name("ansor_root"),
+                ip=ir.InsertionPoint(block),
+            )
+            for source, target in zip(copy.regions, root.regions, strict=True):
+                for inner in list(source.blocks):
+                    inner.append_to(target)
+            copy.erase()
+            text = holder.get_asm(use_name_loc_as_prefix=True, assume_verified=True, use_local_scope=True)
+            holder.erase()
+    finally:
+        ctx.allow_unregistered_dialects = allowed
+    return text[text.index("\n") + 1: text.rindex("\n", 0, len(text.rstrip()))]
 
 
 def codegen_linalg_ops(configured: str) -> tuple[LinalgOpInfo, ...]:
@@ -370,29 +456,32 @@ def _dispatch_linalg_ops(module: ir.Module) -> list[ir.Operation]:
     return found
 
 
-def default_configuration(
-    func_text: str, target: Target, loops: int
-) -> tuple[IreeConfig | None, tuple[str, ...], str]:
-    """IREE's own configuration of the task (sketch zero) and the configured IR it came from."""
-    module = f"module {{\n{func_text}}}\n"
+def default_configuration(func_text: str, target: Target) -> tuple[IreeConfig | None, tuple[str, ...], str]:
+    """IREE's own configuration of the task (sketch zero) and the configured IR it came from.
+
+    The pipeline is the first CPU pipeline a function's `translation_info`
+    names; the tile sizes are those of the last op whose lowering config
+    has a `distribution` level (the root; its fused producers and consumers
+    carry vector levels only).
+    """
     result = run_tool(
         "iree-compile",
         [*target.compile_flags(), "--compile-to=executable-configurations", "-"],
-        stdin=module.encode(),
+        stdin=func_text.encode(),
     )
     if not result.ok:
         return None, (f"IREE cannot configure it: {first_error_line(result.stderr)}",), ""
     configured = result.stdout.decode()
-    pipeline = re.search(r"#iree_cpu\.pipeline<(\w+)>", configured)
-    best: tuple[int, str] | None = None
-    for match in re.finditer(r"lowering_config = #iree_cpu\.lowering_config<([^>]*)>", configured):
-        body = match.group(1)
-        if "distribution" in body:
-            best = (len(body), body)
-    if pipeline is None or best is None:
+    module = parse_module(configured, "IREE's configured task", new_context())
+    pipeline = None
+    levels = None
+    for op in walk(module.operation):
+        if pipeline is None and "translation_info" in op.attributes:
+            pipeline = cpu_pipeline(op.attributes["translation_info"])
+        if "lowering_config" in op.attributes:
+            read = cpu_lowering_levels(op.attributes["lowering_config"])
+            if read is not None and "distribution" in dict(read):
+                levels = read
+    if pipeline is None or levels is None:
         return None, ("IREE gives it no tileable CPU configuration",), configured
-    levels = tuple(
-        (name, tuple(int(x) for x in re.findall(r"-?\d+", sizes)))
-        for name, sizes in re.findall(r"(\w+) = \[([^\]]*)\]", best[1])
-    )
-    return IreeConfig(pipeline=pipeline.group(1), levels=levels), (), configured
+    return IreeConfig(pipeline=pipeline, levels=levels), (), configured

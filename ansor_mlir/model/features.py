@@ -38,13 +38,12 @@ Feature list (`FEATURE_NAMES` holds the exact order; sizes are log2(1+x)):
 
 from __future__ import annotations
 
-import re
 import zlib
-from functools import lru_cache
 from math import ceil, log2, prod
 
 import numpy as np
 
+from ansor_mlir.core.affine import AffineMap
 from ansor_mlir.core.schedule import Candidate, ChoiceKnob, Family, Pack, Pad, Rfactor, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
@@ -77,69 +76,14 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("target_vector_bytes", "target_l1", "target_l2", "target_cores")
 )
 
-AffineExpr = tuple[tuple[tuple[int, int], ...], int]  # ((dim, coeff), ...), constant
-
 
 def _lg(x: float) -> float:
     return log2(1.0 + max(0.0, x))
 
 
-@lru_cache(maxsize=1024)
-def parse_indexing_map(text: str) -> tuple[AffineExpr, ...]:
-    """Results of an affine map such as `(d0, d1) -> (d0 * 2 + d1, d1)`.
-
-    Each result is a sum of `coeff * dim` terms and a constant; anything more
-    exotic (mod, floordiv, symbols) falls back to "all dims it names, coeff 1",
-    an over-estimate of the footprint that keeps the feature usable.
-    """
-    results = text.split("->", 1)[1].strip()
-    results = results[results.index("(") + 1: results.rindex(")")]
-    exprs: list[AffineExpr] = []
-    for part in _split_top_level(results):
-        exprs.append(_parse_expr(part))
-    return tuple(exprs)
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    tail = text[start:].strip()
-    return [p.strip() for p in parts] + ([tail] if tail else [])
-
-
-_TERM = re.compile(r"^(?:(-?\d+)\s*\*\s*)?d(\d+)(?:\s*\*\s*(-?\d+))?$")
-
-
-def _parse_expr(text: str) -> AffineExpr:
-    terms: list[tuple[int, int]] = []
-    constant = 0
-    for raw in text.replace("-", "+-").split("+"):
-        term = raw.strip()
-        if not term:
-            continue
-        if re.fullmatch(r"-?\d+", term):
-            constant += int(term)
-            continue
-        match = _TERM.match(term)
-        if match is None:
-            dims = tuple((int(d), 1) for d in re.findall(r"d(\d+)", text))
-            return dims, 0
-        coeff = int(match.group(1) or 1) * int(match.group(3) or 1)
-        terms.append((int(match.group(2)), abs(coeff)))
-    return tuple(terms), constant
-
-
-def footprint(exprs: tuple[AffineExpr, ...], tile: tuple[int, ...]) -> int:
+def footprint(amap: AffineMap, tile: tuple[int, ...]) -> int:
     """Elements of an operand touched by one tile of the iteration space."""
-    size = 1
-    for terms, _ in exprs:
-        size *= sum(coeff * (tile[dim] - 1) for dim, coeff in terms) + 1
-    return size
+    return amap.footprint(tile)
 
 
 def featurize(task: Task, sketch: Sketch, candidate: Candidate, target: Target) -> list[float]:
@@ -152,8 +96,8 @@ def featurize(task: Task, sketch: Sketch, candidate: Candidate, target: Target) 
     # loop); IREE pipelines tile the task's root op.
     op_maps = resolved.root.indexing_maps if sketch.family is Family.TRANSFORM else task.root.indexing_maps
     num_inputs = resolved.root.num_inputs if sketch.family is Family.TRANSFORM else len(op_maps) - 1
-    inputs = [parse_indexing_map(m) for m in op_maps[:num_inputs]]
-    output = parse_indexing_map(op_maps[num_inputs])
+    inputs = list(op_maps[:num_inputs])
+    output = op_maps[num_inputs]
     maps = [*inputs, output]
     plan = resolved.level_tiles()
     flops_per_point = task.flops / max(1, prod(extents))

@@ -7,23 +7,15 @@ resolution, features and the strategy emitter all read it through these helpers.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from ansor_mlir.core.affine import AffineExpr
 from ansor_mlir.core.task import LinalgOpInfo, Task
 
 MAX_DISTRIBUTED = 3
 # Largest loop whose divisors are all useless as a register tile is still tiled
 # well without padding: a loop over 8 with no divisor in 2..8 is prime-like.
 AWKWARD_LOOP = 8
-
-
-def _map_results(amap: str) -> list[str]:
-    return [r.strip() for r in amap.split("->", 1)[1].strip()[1:-1].split(",") if r.strip()]
-
-
-def _dims_of(expr: str) -> list[int]:
-    return [int(d) for d in re.findall(r"d(\d+)", expr)]
 
 
 def codegen_root(ops: tuple[LinalgOpInfo, ...]) -> int:
@@ -35,10 +27,7 @@ def codegen_root(ops: tuple[LinalgOpInfo, ...]) -> int:
 
 def output_dims(op: LinalgOpInfo) -> list[int | None]:
     """Per result dimension of the op's (first) output, the loop it indexes."""
-    out = []
-    for expr in _map_results(op.indexing_maps[op.num_inputs]):
-        out.append(int(expr[1:]) if re.fullmatch(r"d\d+", expr) else None)
-    return out
+    return list(op.indexing_maps[op.num_inputs].result_dims())
 
 
 def dim_map(ops: tuple[LinalgOpInfo, ...], root: int, consumer: int) -> dict[int, int]:
@@ -57,9 +46,9 @@ def dim_map(ops: tuple[LinalgOpInfo, ...], root: int, consumer: int) -> dict[int
         if not inner and producer != root:
             continue
         result = {}
-        for mine, theirs in zip(_map_results(op.indexing_maps[operand]), output_dims(ops[producer]), strict=False):
-            if theirs is not None and re.fullmatch(r"d\d+", mine) and theirs in inner:
-                result[int(mine[1:])] = inner[theirs]
+        for mine, theirs in zip(op.indexing_maps[operand].result_dims(), output_dims(ops[producer]), strict=False):
+            if theirs is not None and mine is not None and theirs in inner:
+                result[mine] = inner[theirs]
         if result:
             return result
     return {}
@@ -71,27 +60,30 @@ def unit_register_dims(op: LinalgOpInfo) -> set[int]:
     A loop inside a compound access (`d1 * 2 + d4`: convolution windows,
     strides, dilations) is not a projected permutation; folding unit loops
     away turns the tile into a contraction. One parallel loop with
-    coefficient 1 may stay (stride-1 windows), every other loop is unit.
+    coefficient 1 may stay when it leads the access (stride-1 windows
+    `d1 + d4`), every other loop is unit.
     """
     forced: set[int] = set()
     for amap in op.indexing_maps[: op.num_inputs]:
-        for expr in _map_results(amap):
-            if not re.search(r"[+*]", expr):
+        for expr in amap.results:
+            if not _is_compound(expr):
                 continue
-            free = [
-                int(m.group(1)) for m in re.finditer(r"(?<![*\w])d(\d+)(?!\s*\*)", expr)
-                if op.iterator_types[int(m.group(1))] == "parallel"
-            ]
-            keep = free[0] if len(free) == 1 and "*" not in expr.split("+")[0] else None
-            forced |= {d for d in _dims_of(expr) if d != keep}
+            free = [d for d, c in expr.terms if c == 1 and op.iterator_types[d] == "parallel"] if expr.linear else []
+            keep = free[0] if len(free) == 1 and expr.terms[0][1] == 1 else None
+            forced |= {d for d in expr.dims() if d != keep}
     return forced
+
+
+def _is_compound(expr: AffineExpr) -> bool:
+    """More than one loop, or one loop with a coefficient other than 1 (`d0 * 2`, `-d0`), or non-linear."""
+    return not expr.linear or len(expr.terms) > 1 or any(c != 1 for _, c in expr.terms)
 
 
 def operands_along(op: LinalgOpInfo, loop: int) -> list[tuple[int, list[list[int]]]]:
     """(operand index, loops of each of its dims) of every operand (inputs, then output) indexed by `loop`."""
     found = []
     for i, amap in enumerate(op.indexing_maps):
-        dims = [_dims_of(expr) for expr in _map_results(amap)]
+        dims = [list(expr.dims()) for expr in amap.results]
         if any(loop in d for d in dims):
             found.append((i, dims))
     return found
@@ -107,14 +99,14 @@ def conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int, int] 
     """
     if op.num_inputs != 2 or len(op.indexing_maps) != 3 or not {"arith.mulf", "arith.addf"} <= set(op.body_ops):
         return None
-    inp, flt, out = (_map_results(m) for m in op.indexing_maps)
-    if not (len(inp) == len(flt) == len(out) == 4) or not all(re.fullmatch(r"d\d+", e) for e in flt + out):
+    inp, flt, out = (m.results for m in op.indexing_maps)
+    if not (len(inp) == len(flt) == len(out) == 4) or not all(e.is_dim() for e in flt + out):
         return None
-    n, oh, ow, co = (int(e[1:]) for e in out)
-    kh, kw, ci, co_f = (int(e[1:]) for e in flt)
-    if co_f != co or inp[0] != f"d{n}" or inp[3] != f"d{ci}":
+    n, oh, ow, co = (e.position for e in out)
+    kh, kw, ci, co_f = (e.position for e in flt)
+    if co_f != co or inp[0].position != n or inp[3].position != ci:
         return None
-    if set(_dims_of(inp[1])) != {oh, kh} or set(_dims_of(inp[2])) != {ow, kw}:
+    if set(inp[1].dims()) != {oh, kh} or set(inp[2].dims()) != {ow, kw}:
         return None
     kinds = ["parallel"] * 4 + ["reduction"] * 3
     if [op.iterator_types[d] for d in (n, oh, ow, co, kh, kw, ci)] != kinds:
@@ -164,9 +156,7 @@ class Dag:
         """Some input is invariant to a non-unit parallel loop (contractions, convolutions)."""
         root = self.ops[self.root]
         parallel = {d for d, t in enumerate(root.iterator_types) if t == "parallel" and root.extents[d] > 1}
-        return any(
-            parallel - set(_dims_of(amap.split("->", 1)[1])) for amap in root.indexing_maps[: root.num_inputs]
-        )
+        return any(parallel - amap.dims() for amap in root.indexing_maps[: root.num_inputs])
 
     def pad_pays(self, lanes: int) -> bool:
         """Padding pays when a register-tiled loop has only poor divisors.

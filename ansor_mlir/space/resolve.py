@@ -9,7 +9,6 @@ sees it (`Task.codegen_ops`); for a pipeline sketch, the task's root op.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from math import prod
@@ -28,8 +27,6 @@ from ansor_mlir.core.schedule import (
 from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, Task
 from ansor_mlir.space.dag import (
     Dag,
-    _dims_of,
-    _map_results,
     dim_map,
     forced_unit_dims,
     operands_along,
@@ -129,7 +126,7 @@ class Resolved:
         sizes = [reg[d] if it == "parallel" else root.extents[d] for d, it in enumerate(root.iterator_types)]
         total = 0
         for amap in root.indexing_maps:
-            total += prod(_span(expr, sizes) for expr in _map_results(amap))
+            total += amap.footprint(sizes)
         return total * self.task.root.element_bytes
 
     @cached_property
@@ -207,25 +204,13 @@ def input_tiles(resolved: Resolved) -> list[tuple[int, ...]]:
     tiles = []
     for amap in root.indexing_maps[: root.num_inputs]:
         tile = []
-        for expr in _map_results(amap):
-            loops = _dims_of(expr)
-            if re.fullmatch(r"d\d+", expr):
-                tile.append(reg[loops[0]])
+        for expr in amap.results:
+            if expr.is_dim():
+                tile.append(reg[expr.dims()[0]])
             else:
-                tile.append(2 if any(reg[d] > 1 for d in loops) else 1)
+                tile.append(2 if any(reg[d] > 1 for d in expr.dims()) else 1)
         tiles.append(tuple(tile))
     return tiles
-
-
-def _span(expr: str, sizes: list[int]) -> int:
-    """Elements an access `d1 * 2 + d4` (or `d3`, or a constant) covers over loop tiles `sizes`."""
-    span = 1
-    for term in expr.split("+"):
-        loops = _dims_of(term)
-        if loops:
-            coefficient = prod(int(c) for c in re.findall(r"(?<![d\w])(\d+)", term))
-            span += coefficient * (sizes[loops[0]] - 1)
-    return span
 
 
 def has_interior_unit_dim(tile: tuple[int, ...]) -> bool:

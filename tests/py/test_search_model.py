@@ -14,9 +14,10 @@ from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.schedule import Candidate, Pad, TileKnob
 from ansor_mlir.core.task import main_task
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.affine_maps import parse_affine_map
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.model.cost_model import CostModel, TrainingSet, normalized_throughput
-from ansor_mlir.model.features import FEATURE_NAMES, featurize, footprint, parse_indexing_map
+from ansor_mlir.model.features import FEATURE_NAMES, featurize, footprint
 from ansor_mlir.search.evolutionary_search import EvolutionarySearch, EvolutionParams, crossover, mutate
 from ansor_mlir.space.annotation import divisors, is_valid, sample_candidate
 from ansor_mlir.space.resolve import resolve
@@ -24,10 +25,10 @@ from ansor_mlir.space.sketch_rules import generate_sketches
 
 
 def test_conv_map_footprint_counts_the_halo():
-    exprs = parse_indexing_map("(d0, d1, d2, d3, d4, d5) -> (d0 * 2 + d3, d1 + d4, d5)")
-    assert exprs == ((((0, 2), (3, 1)), 0), (((1, 1), (4, 1)), 0), (((5, 1),), 0))
+    amap = parse_affine_map("affine_map<(d0, d1, d2, d3, d4, d5) -> (d0 * 2 + d3, d1 + d4, d5)>")
+    assert [expr.terms for expr in amap.results] == [((0, 2), (3, 1)), ((1, 1), (4, 1)), ((5, 1),)]
     # A 4x4 output tile of a stride-2 3x3 window reads (2*3+2+1) x (3+2+1) x 8 input elements.
-    assert footprint(exprs, (4, 4, 1, 3, 3, 8)) == 9 * 6 * 8
+    assert footprint(amap, (4, 4, 1, 3, 3, 8)) == 9 * 6 * 8
 
 
 def test_default_sketch_plan_follows_iree_levels(small_task, target):

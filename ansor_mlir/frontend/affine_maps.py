@@ -1,0 +1,51 @@
+"""Convert the bindings' affine maps into the core's typed `AffineMap` data.
+
+Reads the expression tree through the bindings' classes (`ir.AffineDimExpr`,
+`ir.AffineAddExpr`, ...), never the printed map, so a map means the same to
+extraction, the search space and the features.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from ansor_mlir.core.affine import AffineExpr, AffineMap
+
+
+def affine_expr_from_ir(expr: ir.AffineExpr) -> AffineExpr:
+    """A linear sum of `coefficient * dim` terms and a constant where the expression is one, else non-linear."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return AffineExpr.dim(expr.position)
+    if isinstance(expr, ir.AffineConstantExpr):
+        return AffineExpr.const(expr.value)
+    if isinstance(expr, ir.AffineAddExpr):
+        return affine_expr_from_ir(expr.lhs) + affine_expr_from_ir(expr.rhs)
+    if isinstance(expr, ir.AffineMulExpr):
+        lhs, rhs = affine_expr_from_ir(expr.lhs), affine_expr_from_ir(expr.rhs)
+        if rhs.is_constant():
+            return lhs.scaled(rhs.constant)
+        if lhs.is_constant():
+            return rhs.scaled(lhs.constant)
+    return AffineExpr.nonlinear(_dims_read(expr))
+
+
+def _dims_read(expr: ir.AffineExpr) -> list[int]:
+    if isinstance(expr, ir.AffineDimExpr):
+        return [expr.position]
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return _dims_read(expr.lhs) + _dims_read(expr.rhs)
+    return []
+
+
+def affine_map_from_ir(amap: ir.AffineMap) -> AffineMap:
+    return AffineMap(amap.n_dims, tuple(affine_expr_from_ir(e) for e in amap.results), amap.n_symbols)
+
+
+def indexing_maps(op: ir.Operation) -> tuple[AffineMap, ...]:
+    """The typed indexing maps of a linalg op that carries them (generic form, or named ops that store them)."""
+    return tuple(affine_map_from_ir(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(op.attributes["indexing_maps"]))
+
+
+def parse_affine_map(text: str, ctx: ir.Context | None = None) -> AffineMap:
+    """The typed form of an `affine_map<...>` attribute written in MLIR (tests, hand-written tasks)."""
+    return affine_map_from_ir(ir.AffineMapAttr(ir.Attribute.parse(text, ctx or ir.Context())).value)
