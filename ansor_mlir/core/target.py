@@ -6,14 +6,43 @@ Rules consult these fields instead of testing target names, so a new target
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 
 from ansor_mlir.errors import AnsorError
 
 KNOWN_BACKENDS = ("llvm-cpu",)
+# IREE's defaults: `max_stack_allocation_size`, and the vector size limit in native vectors
+# (`--iree-llvmcpu-max-allowed-number-of-native-vectors`), past which a dispatch is rejected.
+IREE_STACK_LIMIT_BYTES = 32 * 1024
+IREE_MAX_NATIVE_VECTORS = 512
+# LLVM features that give 32 vector registers (zmm0-31, v0-31); x86 without AVX-512 has 16.
+WIDE_REGISTER_FILE_FEATURES = frozenset({"avx512f", "neon", "sve"})
+
+
+@dataclass(frozen=True)
+class ResolvedCpu:
+    """What IREE resolves a `cpu=` name to (`--iree-llvmcpu-target-cpu`), read off its executable target."""
+
+    cpu: str
+    features: tuple[str, ...]
+    triple: str
+    vector_bytes: int
+    stack_limit_bytes: int
+
+
+def enabled_features(spec: str | Iterable[str]) -> tuple[str, ...]:
+    """The enabled LLVM features of `+a,+b,-c` (a later entry overrides an earlier one), sorted, unsigned."""
+    entries = spec.split(",") if isinstance(spec, str) else spec
+    state: dict[str, bool] = {}
+    for entry in (e.strip() for e in entries):
+        if entry[:1] in "+-" and entry[1:]:
+            state[entry[1:]] = entry[0] == "+"
+    return tuple(sorted(name for name, on in state.items() if on))
 
 
 @dataclass(frozen=True)
@@ -30,6 +59,10 @@ class Target:
     l3_bytes: int = 8 * 1024 * 1024
     threads: int = 1
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
+    # What IREE resolved `cpu` to (`frontend.target_resolution`); empty until resolved.
+    resolved_cpu: str = ""
+    cpu_features: tuple[str, ...] = field(default_factory=tuple)
+    stack_limit_bytes: int = IREE_STACK_LIMIT_BYTES
 
     @property
     def key(self) -> str:
@@ -39,6 +72,41 @@ class Target:
             parts.append(self.triple)
         parts.append(f"t{self.threads}")
         return ":".join(parts)
+
+    @property
+    def fingerprint(self) -> str:
+        """The machine a record was made for: backend, resolved CPU, a digest of its features, threads.
+
+        `key` names the request (`llvm-cpu:host:t1`); two hosts answer it
+        differently, the fingerprint tells them apart.
+        """
+        digest = hashlib.sha256(",".join(self.cpu_features).encode()).hexdigest()[:12]
+        return ":".join([self.backend, self.resolved_cpu or self.cpu, digest, f"t{self.threads}"])
+
+    @property
+    def vector_limit_bytes(self) -> int:
+        """IREE rejects a dispatch whose vectors are larger ("large vector sizes"): 512 native vectors."""
+        return self.vector_bytes * IREE_MAX_NATIVE_VECTORS
+
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers: 32 with AVX-512 (zmm) or on AArch64, 16 ymm/xmm otherwise.
+
+        Without resolved features, a 64-byte vector implies AVX-512.
+        """
+        if self.cpu_features:
+            return 32 if WIDE_REGISTER_FILE_FEATURES & set(self.cpu_features) else 16
+        return 32 if self.vector_bytes >= 64 else 16
+
+    def resolved(self, cpu: ResolvedCpu) -> Target:
+        """This target with what IREE resolved its CPU to: name, features, vector width, stack limit."""
+        return replace(
+            self,
+            resolved_cpu=cpu.cpu,
+            cpu_features=cpu.features,
+            vector_bytes=cpu.vector_bytes,
+            stack_limit_bytes=cpu.stack_limit_bytes,
+        )
 
     def vector_lanes(self, element_bytes: int) -> int:
         return max(1, self.vector_bytes // element_bytes)
