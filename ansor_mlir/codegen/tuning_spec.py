@@ -1,4 +1,4 @@
-"""Render configurations as IREE tuning specs and attach them to modules.
+"""Build IREE tuning specs and transform libraries, and attach configurations to modules.
 
 Two ways to hand IREE a chosen configuration, both used:
 - a tuning spec (`--iree-codegen-tuning-spec-path`): a transform script whose
@@ -6,87 +6,101 @@ Two ways to hand IREE a chosen configuration, both used:
   it with `compilation_info`; our plug-in point into ordinary IREE flows;
 - `compilation_info` attached directly to the root op inside IREE's
   flow-level module, which plain `iree-compile` then builds.
+
+Specs and libraries are built with the bindings' transform builders, as
+IREE's own tuner builds its specs (`amdsharktuner/spec_builder.py`): an
+annotating sequence, one matcher per task, and a `@__kernel_config` entry
+point that pairs them with `transform.foreach_match`.
 """
 
 from __future__ import annotations
 
-from iree.compiler import ir
+from collections.abc import Callable, Sequence
 
+from iree.compiler import ir
+from iree.compiler.dialects import preprocessing_transform, transform
+
+from ansor_mlir.codegen.iree_config import compilation_info, strategy_translation_info
 from ansor_mlir.core.task import IreeConfig, Task
 from ansor_mlir.frontend.task_extraction import compute_ops, dispatch_executable_key, dispatch_function
-from ansor_mlir.mlir.context import indent, new_context, ops_of, parse_module
+from ansor_mlir.mlir.context import new_context, ops_of, parse_module, print_op, shared_context, verify
+from ansor_mlir.mlir.generic_op import WITH_NAMED_SEQUENCE, transform_library
 
-SPEC_HEADER = "module @ansor_tuning_spec attributes { transform.with_named_sequence } {\n"
-
-APPLY_SEQUENCE = """  transform.named_sequence @ansor_apply_op_config(%op: !transform.any_op {transform.readonly},
-      %config: !transform.any_param {transform.readonly}) {
-    transform.annotate %op "compilation_info" = %config : !transform.any_op, !transform.any_param
-    transform.yield
-  }
-"""
+APPLY_CONFIG = "ansor_apply_op_config"
+APPLY_STRATEGY = "ansor_apply_strategy"
+ENTRY_POINT = "__kernel_config"
 
 
 def matcher_name(task: Task) -> str:
-    return f"@ansor_match_{task.key}"
+    """Symbol name of the sequence that matches the task's root op."""
+    return f"ansor_match_{task.key}"
 
 
-def matcher_prefix(task: Task) -> str:
-    """The matcher's opening: root op name check plus the structural DAG match."""
-    return (
-        f"  transform.named_sequence {matcher_name(task)}(%root: !transform.any_op {{transform.readonly}})"
-        " -> (!transform.any_op, !transform.any_param) {\n"
-        f'    transform.match.operation_name %root ["{task.root.name}"] : !transform.any_op\n'
-        "    %ins, %outs = transform.iree.match.cast_compatible_dag_from_root %root {\n"
-        f"{indent(task.root.matcher_text, 4)}\n"
-        "    } : (!transform.any_op) -> (!transform.any_value, !transform.any_value)\n"
-    )
+def match_task_root(handle: ir.Value, task: Task) -> None:
+    """Check that `handle` is the task's root op (`match_root` on it, from the task's function)."""
+    module = parse_module(task.func_text, f"task {task.name}", ir.Context.current)
+    match_root(handle, compute_ops(ops_of(module.body)[0])[task.root_index])
 
 
-def matcher_sequence(task: Task, config: IreeConfig) -> str:
-    return (
-        matcher_prefix(task)
-        + f"    %config = transform.param.constant {config.compilation_info()} -> !transform.any_param\n"
-        "    transform.yield %root, %config : !transform.any_op, !transform.any_param\n"
-        "  }\n"
-    )
+def match_root(handle: ir.Value, root: ir.Operation) -> None:
+    """Check that `handle` is an op like `root`: its name, then its structure and shapes.
+
+    The DAG matcher's body is a copy of `root` whose operands are the body's
+    arguments (one per distinct operand): IREE matches payload ops whose
+    operands are cast-compatible with those.
+    """
+    transform.MatchOperationNameOp(handle, [root.name])
+    operands: list[ir.Value] = []
+    for value in root.operands:
+        if value not in operands:
+            operands.append(value)
+    any_value = transform.AnyValueType.get()
+    dag = preprocessing_transform.MatchCastCompatibleDagFromRootOp(any_value, any_value, handle)
+    body = dag.regions[0].blocks.append(*[value.type for value in operands])
+    copy = root.clone(ip=ir.InsertionPoint(body))
+    for position, value in enumerate(root.operands):
+        copy.operands[position] = body.arguments[operands.index(value)]
+    transform.YieldOp([], ip=ir.InsertionPoint(body))
 
 
-def render_spec(entries: list[tuple[Task, IreeConfig]]) -> str:
+def render_spec(entries: Sequence[tuple[Task, IreeConfig]]) -> str:
     """One tuning spec applying each task's configuration (deterministic text)."""
-    body = [APPLY_SEQUENCE]
-    pairs = []
-    for task, config in entries:
-        body.append(matcher_sequence(task, config))
-        pairs.append(f"{matcher_name(task)} -> @ansor_apply_op_config")
-    if pairs:
-        match_list = ",\n        ".join(pairs)
-        entry = (
-            "  transform.named_sequence @__kernel_config(%variant_op: !transform.any_op {transform.consumed})"
-            " -> !transform.any_op\n      attributes { iree_codegen.tuning_spec_entrypoint } {\n"
-            f"    %res = transform.foreach_match in %variant_op\n        {match_list}\n"
-            "      : (!transform.any_op) -> !transform.any_op\n"
-            "    transform.yield %res : !transform.any_op\n  }\n"
-        )
-    else:
-        entry = (
-            "  transform.named_sequence @__kernel_config(%variant_op: !transform.any_op {transform.consumed})"
-            " -> !transform.any_op\n      attributes { iree_codegen.tuning_spec_entrypoint } {\n"
-            "    transform.yield %variant_op : !transform.any_op\n  }\n"
-        )
-    return SPEC_HEADER + "".join(body) + entry + "}\n"
+    with shared_context(), ir.Location.unknown():
+        spec = _library("ansor_tuning_spec")
+        with ir.InsertionPoint(spec.body):
+            _apply_sequence(APPLY_CONFIG, "compilation_info", parent=None)
+            for task, config in entries:
+                _matcher_sequence(task, compilation_info(config))
+            _entry_sequence([(matcher_name(task), APPLY_CONFIG) for task, _ in entries], tuning_entrypoint=True)
+        verify(spec.operation, "tuning spec")
+        return print_op(spec.operation)
 
 
-def transform_translation_info(strategy_name: str) -> str:
-    return (
-        "#iree_codegen.translation_info<pipeline = #iree_codegen.transform_dialect_codegen "
-        f"codegen_spec = @{strategy_name}>"
-    )
+def render_library(entries: Sequence[tuple[Task, str, str]]) -> str:
+    """A transform library: each (task, strategy name, strategy text) plus a `@__kernel_config`.
+
+    The entry point matches a task's root op by name and structure (as the
+    tuning spec does) and sets its dispatch function's translation_info to
+    the task's strategy.
+    """
+    with shared_context() as ctx, ir.Location.unknown():
+        parsed = transform_library([text for _, _, text in entries], "strategies", ctx)
+        strategies = ops_of(parsed.body)
+        library = _library("ansor_transform_library")
+        with ir.InsertionPoint(library.body):
+            _apply_sequence(APPLY_STRATEGY, "translation_info", parent="func.func")
+            for (task, name, _), strategy in zip(entries, strategies, strict=True):
+                _matcher_sequence(task, strategy_translation_info(name))
+                strategy.clone()
+            _entry_sequence([(matcher_name(task), APPLY_STRATEGY) for task, _, _ in entries], tuning_entrypoint=False)
+        verify(library.operation, "transform library")
+        return print_op(library.operation)
 
 
-def strategy_library(strategies: list[str]) -> str:
-    """A transform library module holding named strategies (sorted by text for determinism)."""
-    body = "\n".join(indent(text.rstrip("\n"), 2) for text in strategies)
-    return "module attributes { transform.with_named_sequence } {\n" + body + "\n}\n"
+def strategy_library(strategies: Sequence[str]) -> str:
+    """A transform library module holding printed strategies, in the given order."""
+    with shared_context() as ctx:
+        return print_op(transform_library(strategies, "strategies", ctx).operation)
 
 
 def attach_configs(
@@ -109,61 +123,85 @@ def attach_configs(
     ctx = new_context()
     module = parse_module(flow_text, what, ctx)
     applied = []
-    for exe in ops_of(module.body):
-        if exe.name != "flow.executable":
-            continue
-        key = dispatch_executable_key(exe, ctx)
-        if key is None or (key not in configs and key not in strategies):
-            continue
-        func = dispatch_function(exe)
-        if key in strategies:
-            name, text = strategies[key]
-            func.attributes["translation_info"] = ir.Attribute.parse(transform_translation_info(name), ctx)
-            holder = parse_module(f"module {{\n{strategy_library([text])}}}", f"strategy {name}", ctx)
-            nested = ops_of(holder.body)[0]
-            nested.detach_from_parent()
-            ir.InsertionPoint(func.parent.regions[0].blocks[0]).insert(nested)
-        else:
-            root_index, config = configs[key]
-            ops = compute_ops(func)
-            ops[root_index].attributes["compilation_info"] = ir.Attribute.parse(
-                config.compilation_info(), ctx
-            )
-        applied.append(key)
+    with ctx, ir.Location.unknown():
+        for exe in ops_of(module.body):
+            if exe.name != "flow.executable":
+                continue
+            key = dispatch_executable_key(exe, ctx)
+            if key is None or (key not in configs and key not in strategies):
+                continue
+            func = dispatch_function(exe)
+            if key in strategies:
+                name, text = strategies[key]
+                func.attributes["translation_info"] = strategy_translation_info(name)
+                holder = transform_library([text], f"strategy {name}", ctx)
+                holder.operation.clone(ip=ir.InsertionPoint(func.parent.regions[0].blocks[0]))
+            else:
+                root_index, config = configs[key]
+                compute_ops(func)[root_index].attributes["compilation_info"] = compilation_info(config)
+            applied.append(key)
     return str(module), applied
 
 
-def render_library(entries: list[tuple[Task, str, str]]) -> str:
-    """A transform library: each (task, strategy name, strategy text) plus a `@__kernel_config`.
+def _library(name: str) -> ir.Module:
+    module = ir.Module.create()
+    module.operation.attributes["sym_name"] = ir.StringAttr.get(name)
+    module.operation.attributes[WITH_NAMED_SEQUENCE] = ir.UnitAttr.get()
+    return module
 
-    The entry point matches a task's root op by name and structure (as the
-    tuning spec does) and sets its dispatch function's translation_info to
-    the task's strategy.
-    """
-    body = []
-    pairs = []
-    for task, name, text in entries:
-        body.append(
-            matcher_prefix(task)
-            + f"    %config = transform.param.constant {transform_translation_info(name)} -> !transform.any_param\n"
-            "    transform.yield %root, %config : !transform.any_op, !transform.any_param\n  }\n"
-        )
-        body.append(indent(text.rstrip("\n"), 2) + "\n")
-        pairs.append(f"{matcher_name(task)} -> @ansor_apply_strategy")
-    match_list = ",\n        ".join(pairs)
-    apply = (
-        "  transform.named_sequence @ansor_apply_strategy(%op: !transform.any_op {transform.readonly},\n"
-        "      %config: !transform.any_param {transform.readonly}) {\n"
-        '    %func = transform.get_parent_op %op <{op_name = "func.func"}> : (!transform.any_op) -> !transform.any_op\n'
-        '    transform.annotate %func "translation_info" = %config : !transform.any_op, !transform.any_param\n'
-        "    transform.yield\n  }\n"
-    )
-    entry = (
-        "  transform.named_sequence @__kernel_config(%variant_op: !transform.any_op {transform.consumed})"
-        " -> !transform.any_op {\n"
-        + (f"    %res = transform.foreach_match in %variant_op\n        {match_list}\n"
-           "      : (!transform.any_op) -> !transform.any_op\n    transform.yield %res : !transform.any_op\n  }\n"
-           if pairs else "    transform.yield %variant_op : !transform.any_op\n  }\n")
-    )
-    return "module @ansor_transform_library attributes { transform.with_named_sequence } {\n" + apply + "".join(
-        body) + entry + "}\n"
+
+def _sequence(name: str, inputs: Sequence[tuple[str, ir.Type, str]], results: Sequence[ir.Type],
+              body: Callable[..., None]) -> transform.NamedSequenceOp:
+    """A named sequence whose arguments are (name, type, `readonly`/`consumed`); `body(*args)` fills it."""
+    sequence = transform.NamedSequenceOp(name, [t for _, t, _ in inputs], list(results),
+                                         arg_attrs=[{f"transform.{effect}": ir.UnitAttr.get()}
+                                                    for _, _, effect in inputs])
+    args = list(sequence.body.arguments)
+    for arg, (arg_name, _, _) in zip(args, inputs, strict=True):
+        arg.set_location(ir.Location.name(arg_name))
+    with ir.InsertionPoint(sequence.body):
+        body(*args)
+    return sequence
+
+
+def _apply_sequence(name: str, attribute: str, parent: str | None) -> None:
+    """`@name(%op, %config)`: annotate `%op` (or its `parent` op) with `attribute = %config`."""
+    any_op, any_param = transform.AnyOpType.get(), transform.AnyParamType.get()
+
+    def body(op: ir.Value, config: ir.Value) -> None:
+        if parent is not None:
+            with ir.Location.name("func"):
+                op = transform.GetParentOp(any_op, op, op_name=parent).result
+        transform.AnnotateOp(op, attribute, param=config)
+        transform.YieldOp([])
+
+    _sequence(name, [("op", any_op, "readonly"), ("config", any_param, "readonly")], [], body)
+
+
+def _matcher_sequence(task: Task, config: ir.Attribute) -> None:
+    """`@ansor_match_<key>(%root)`: succeeds on the task's root op and yields it with `config`."""
+    any_op, any_param = transform.AnyOpType.get(), transform.AnyParamType.get()
+
+    def body(root: ir.Value) -> None:
+        match_task_root(root, task)
+        with ir.Location.name("config"):
+            param = transform.ParamConstantOp(any_param, config).result
+        transform.YieldOp([root, param])
+
+    _sequence(matcher_name(task), [("root", any_op, "readonly")], [any_op, any_param], body)
+
+
+def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool) -> None:
+    """`@__kernel_config(%variant_op)`: run each (matcher, action) pair over the variant."""
+    any_op = transform.AnyOpType.get()
+
+    def body(variant: ir.Value) -> None:
+        if pairs:
+            with ir.Location.name("res"):
+                variant = transform.ForeachMatchOp(any_op, [], variant, [], [m for m, _ in pairs],
+                                                   [a for _, a in pairs]).updated
+        transform.YieldOp([variant])
+
+    sequence = _sequence(ENTRY_POINT, [("variant_op", any_op, "consumed")], [any_op], body)
+    if tuning_entrypoint:
+        sequence.operation.attributes["iree_codegen.tuning_spec_entrypoint"] = ir.UnitAttr.get()

@@ -3,11 +3,13 @@
 // RUN: FileCheck %s < %t.spec.mlir
 // RUN: iree-compile %s --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-codegen-tuning-spec-path=%t.spec.mlir --compile-to=executable-configurations | FileCheck %s --check-prefix=IREE
 
-// CHECK: transform.named_sequence @ansor_match_373b436019a0287f(%root: !transform.any_op {transform.readonly})
+// CHECK: #[[CONFIG:.+]] = #iree_cpu.lowering_config<distribution = [32, 64, 0]
+// CHECK: #[[INFO:.+]] = #iree_codegen.compilation_info<lowering_config = #[[CONFIG]]
+// CHECK: transform.named_sequence @ansor_match_373b436019a0287f(%{{[a-z0-9_]+}}: !transform.any_op {transform.readonly})
 // CHECK: transform.iree.match.cast_compatible_dag_from_root
-// CHECK: distribution = [32, 64, 0]
+// CHECK: transform.param.constant #[[INFO]]
 // CHECK: transform.named_sequence @__kernel_config
-// CHECK-NEXT: attributes { iree_codegen.tuning_spec_entrypoint }
+// CHECK-SAME: attributes {iree_codegen.tuning_spec_entrypoint}
 // CHECK: @ansor_match_373b436019a0287f -> @ansor_apply_op_config
 // IREE: lowering_config = #iree_cpu.lowering_config<distribution = [32, 64, 0], vector_common_parallel = [4, 16, 0], vector_reduction = [0, 0, 4]>
 func.func @mm(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>, %bias: tensor<64xf32>) -> tensor<64x64xf32> {

@@ -4,18 +4,19 @@
 // RUN: ansor-opt %s --ansor-generate-sketches | FileCheck %s --check-prefix=SKETCH
 // RUN: ansor-opt %s --ansor-generate-sketches | iree-opt --irdl-file=%ansor_irdl > /dev/null
 
-// CHECK: transform.named_sequence @ansor_strategy_{{.*}}(%module: !transform.any_op {transform.readonly})
-// CHECK: transform.split_handle %ops
-// CHECK: transform.structured.tile_using_forall %op2 tile_sizes
+// CHECK: #[[NONE:.+]] = #iree_codegen.translation_info<pipeline = #iree_codegen.no_pipeline>
+// CHECK: transform.named_sequence @ansor_strategy_{{.*}}(%{{[a-z0-9_]+}}: !transform.any_op {transform.readonly})
+// CHECK: %[[OP:[a-z0-9_]+]]:3 = transform.split_handle
+// CHECK: transform.structured.tile_using_forall %[[OP]]#2 tile_sizes
 // CHECK: transform.iree.populate_workgroup_count_region_using_num_threads_slice
-// CHECK: fuse_into_containing_op %op1 into
-// CHECK: fuse_into_containing_op %op0 into
+// CHECK: fuse_into_containing_op %[[OP]]#1 into
+// CHECK: fuse_into_containing_op %[[OP]]#0 into
 // CHECK: transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices
 // CHECK: transform.structured.vectorize_children_and_apply_patterns
 // CHECK: transform.iree.bufferize
 // CHECK: transform.iree.forall_to_workgroup
-// CHECK: transform.apply_patterns.vector.lower_contraction lowering_strategy =
-// CHECK: #iree_codegen.no_pipeline
+// CHECK: transform.apply_patterns.vector.lower_contraction
+// CHECK: transform.param.constant #[[NONE]]
 
 // SKETCH: index = 0 : i64, pipeline = "none", rules = ["iree-default"]
 // SKETCH: "ansor.choice"() {name = "consumer_fusion", options = ["inner", "outer"]}
