@@ -26,6 +26,8 @@ from ansor_mlir.frontend.task_extraction import compute_ops, dispatch_executable
 from ansor_mlir.mlir.context import new_context, ops_of, parse_module, print_op, shared_context, verify
 from ansor_mlir.mlir.generic_op import WITH_NAMED_SEQUENCE, transform_library
 
+READONLY = "transform.readonly"
+CONSUMED = "transform.consumed"
 APPLY_CONFIG = "ansor_apply_op_config"
 APPLY_STRATEGY = "ansor_apply_strategy"
 ENTRY_POINT = "__kernel_config"
@@ -152,9 +154,9 @@ def _library(name: str) -> ir.Module:
 
 def _sequence(name: str, inputs: Sequence[tuple[str, ir.Type, str]], results: Sequence[ir.Type],
               body: Callable[..., None]) -> transform.NamedSequenceOp:
-    """A named sequence whose arguments are (name, type, `readonly`/`consumed`); `body(*args)` fills it."""
+    """A named sequence whose arguments are (name, type, READONLY/CONSUMED); `body(*args)` fills it."""
     sequence = transform.NamedSequenceOp(name, [t for _, t, _ in inputs], list(results),
-                                         arg_attrs=[{f"transform.{effect}": ir.UnitAttr.get()}
+                                         arg_attrs=[{effect: ir.UnitAttr.get()}
                                                     for _, _, effect in inputs])
     args = list(sequence.body.arguments)
     for arg, (arg_name, _, _) in zip(args, inputs, strict=True):
@@ -175,7 +177,7 @@ def _apply_sequence(name: str, attribute: str, parent: str | None) -> None:
         transform.AnnotateOp(op, attribute, param=config)
         transform.YieldOp([])
 
-    _sequence(name, [("op", any_op, "readonly"), ("config", any_param, "readonly")], [], body)
+    _sequence(name, [("op", any_op, READONLY), ("config", any_param, READONLY)], [], body)
 
 
 def _matcher_sequence(task: Task, config: ir.Attribute) -> None:
@@ -188,7 +190,7 @@ def _matcher_sequence(task: Task, config: ir.Attribute) -> None:
             param = transform.ParamConstantOp(any_param, config).result
         transform.YieldOp([root, param])
 
-    _sequence(matcher_name(task), [("root", any_op, "readonly")], [any_op, any_param], body)
+    _sequence(matcher_name(task), [("root", any_op, READONLY)], [any_op, any_param], body)
 
 
 def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool) -> None:
@@ -202,6 +204,6 @@ def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool) -
                                                    [a for _, a in pairs]).updated
         transform.YieldOp([variant])
 
-    sequence = _sequence(ENTRY_POINT, [("variant_op", any_op, "consumed")], [any_op], body)
+    sequence = _sequence(ENTRY_POINT, [("variant_op", any_op, CONSUMED)], [any_op], body)
     if tuning_entrypoint:
         sequence.operation.attributes["iree_codegen.tuning_spec_entrypoint"] = ir.UnitAttr.get()

@@ -59,6 +59,11 @@ def parse_module(text: str, what: str, ctx: ir.Context | None = None) -> ir.Modu
         raise AnsorError(f"{what}: not valid MLIR: line {detail}") from None
 
 
+def as_module(text: str, what: str) -> str:
+    """MLIR text as a module's: bare top-level ops (a task's `func.func`) inside the module the parser adds."""
+    return str(parse_module(text, what, shared_context()))
+
+
 def _line_col(location: ir.Location) -> str:
     try:
         loc = ir.FileLineColLoc(location)
