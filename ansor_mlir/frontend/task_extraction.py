@@ -125,8 +125,9 @@ def _binding_types(exe_name: str, sites: Sequence[ir.Operation]) -> list[ir.Type
         segments = list(ir.DenseI32ArrayAttr(site.attributes["operandSegmentSizes"]))
         first = sum(segments[:DISPATCH_ARGUMENTS])
         arguments = list(site.operands)[first: first + segments[DISPATCH_ARGUMENTS]]
-        tied = [ir.IntegerAttr(t).value for t in ir.ArrayAttr(site.attributes["tied_operands"])] \
-            if "tied_operands" in site.attributes else [-1] * len(site.results)
+        tied = [-1] * len(site.results)
+        if "tied_operands" in site.attributes:
+            tied = [ir.IntegerAttr(t).value for t in ir.ArrayAttr(site.attributes["tied_operands"])]
         return [v.type for v in arguments] + [r.type for r, t in zip(site.results, tied, strict=True) if t < 0]
     return None
 
@@ -171,6 +172,9 @@ def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tupl
     with func.context, ir.Location.unknown():
         scratch = ir.Module.create()
         body = func.clone(ir.InsertionPoint(scratch.body))
+        if len(body.regions[0].blocks[0].arguments) != len(bindings):
+            name = ir.StringAttr(func.attributes["sym_name"]).value
+            raise AnsorError(f"dispatch {name}: its arguments do not match the tensors its dispatch binds")
         ops = ops_of(body.regions[0].blocks[0])
         inputs: list[ir.Type] = []
         outputs: list[ir.Type] = []
