@@ -62,8 +62,6 @@ class RootOp:
     element_type: str
     element_bytes: int
     body_ops: tuple[str, ...]
-    # The op's text with its operands renamed `%ansor_in0..`, used by matchers.
-    matcher_text: str
 
     @property
     def parallel_dims(self) -> tuple[int, ...]:

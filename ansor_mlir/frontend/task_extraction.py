@@ -358,7 +358,6 @@ def describe_root(op: ir.Operation, generic: dict) -> RootOp:
         element_type=str(elem),
         element_bytes=_element_bytes(elem),
         body_ops=generic["body"],
-        matcher_text=matcher_text(op, operands),
     )
 
 
@@ -367,46 +366,6 @@ def _element_bytes(elem: ir.Type) -> int:
     if isinstance(elem, (ir.IntegerType, ir.FloatType)):
         return max(1, elem.width // 8)
     return 4
-
-
-def matcher_text(op: ir.Operation, operands: Sequence[ir.Value]) -> str:
-    """The root op as the body of a tuning-spec matcher: `^bb0(%ansor_in0: T, ..):` then the op.
-
-    A copy of the op goes into a block whose arguments replace its distinct
-    operands; names come from `NameLoc`s (`%ansor_in0`, `%ansor_root`). The
-    holder of that block is unregistered, so it prints in generic form and
-    the block, printed by MLIR, is the text between its first and last lines
-    (printed in local scope, so maps stay inline instead of becoming aliases).
-    """
-    ctx = op.context
-    allowed = ctx.allow_unregistered_dialects
-    ctx.allow_unregistered_dialects = True
-    try:
-        with ctx, ir.Location.unknown():
-            holder = ir.Operation.create("ansor.matcher", regions=1)
-            names = [ir.Location.name(f"ansor_in{i}") for i in range(len(operands))]
-            block = holder.regions[0].blocks.append(*[v.type for v in operands], arg_locs=names)
-            copy = op.clone(ir.InsertionPoint(block)).operation
-            for old, new in zip(operands, block.arguments, strict=True):
-                copy.replace_uses_of_with(old, new)
-            root = ir.Operation.create(
-                copy.name,
-                results=[r.type for r in copy.results],
-                operands=list(copy.operands),
-                attributes={name: copy.attributes[name] for name in copy.attributes},
-                regions=len(copy.regions),
-                loc=ir.Location.name("ansor_root"),
-                ip=ir.InsertionPoint(block),
-            )
-            for source, target in zip(copy.regions, root.regions, strict=True):
-                for inner in list(source.blocks):
-                    inner.append_to(target)
-            copy.erase()
-            text = holder.get_asm(use_name_loc_as_prefix=True, assume_verified=True, use_local_scope=True)
-            holder.erase()
-    finally:
-        ctx.allow_unregistered_dialects = allowed
-    return text[text.index("\n") + 1: text.rindex("\n", 0, len(text.rstrip()))]
 
 
 def codegen_linalg_ops(configured: str) -> tuple[LinalgOpInfo, ...]:

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 from iree.compiler.tools.binaries import find_tool
 
+from ansor_mlir.core.affine import AffineMap
 from ansor_mlir.core.schedule import Sketch, TileKnob
 from ansor_mlir.core.task import IreeConfig, RootOp, Task
 from ansor_mlir.dialect import ansor_ir
@@ -20,10 +21,6 @@ FUNC = f"""func.func @task(%a: {T}, %b: {T}) -> {T} {{
   %2 = linalg.matmul ins(%a, %b : {T}, {T}) outs(%1 : {T}) -> {T}
   return %2 : {T}
 }}"""
-MATCHER = (
-    f"^bb0(%ansor_in0: {T}, %ansor_in1: {T}, %ansor_in2: {T}):\n"
-    f"  %ansor_root = linalg.matmul ins(%ansor_in0, %ansor_in1 : {T}, {T}) outs(%ansor_in2 : {T}) -> {T}"
-)
 DEFAULT = IreeConfig(
     pipeline="DoubleTilingExpert",
     levels=(
@@ -39,16 +36,11 @@ def make_task() -> Task:
         name="linalg.matmul",
         loop_extents=(64, 64, 64),
         iterator_types=("parallel", "parallel", "reduction"),
-        indexing_maps=(
-            "affine_map<(d0, d1, d2) -> (d0, d2)>",
-            "affine_map<(d0, d1, d2) -> (d2, d1)>",
-            "affine_map<(d0, d1, d2) -> (d0, d1)>",
-        ),
+        indexing_maps=tuple(AffineMap.projection(3, dims) for dims in ((0, 2), (2, 1), (0, 1))),
         operand_types=(T, T, T),
         element_type="f32",
         element_bytes=4,
         body_ops=("arith.mulf", "arith.addf"),
-        matcher_text=MATCHER,
     )
     return Task(
         key="0123456789abcdef",
