@@ -18,6 +18,7 @@ import ansor_mlir
 from ansor_mlir import api
 from ansor_mlir.core.target import detect_host
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.measure.compare import Contender, run_once, time_alternately
 from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
 
@@ -54,7 +55,7 @@ def main() -> int:
     source = EXAMPLES / f"{args.example}.mlir"
     text = source.read_text()
     func = __import__("re").search(r"func\.func @(\w+)", text).group(1)
-    target = detect_host()
+    target = resolve_target(detect_host())
     try:
         tuned = api.tune(source, target, trials=args.trials, log=args.log, seed=args.seed)
         with tempfile.TemporaryDirectory() as tmp:

@@ -60,6 +60,8 @@ class Record:
     result: MeasureResult
     timestamp: float
     versions: tuple[tuple[str, str], ...] = ()
+    # The machine it was measured for (`Target.fingerprint`: resolved CPU, features, threads); "" when unknown.
+    fingerprint: str = ""
     # Older schemas: the rules and family that derived the sketch at `candidate.sketch_index`.
     legacy_rules: tuple[str, ...] = ()
     legacy_family: Family = Family.PIPELINE
@@ -94,6 +96,7 @@ class Record:
                 "result": self.result.to_dict(),
                 "timestamp": round(self.timestamp, 3),
                 "versions": dict(self.versions),
+                "fingerprint": self.fingerprint,
             },
             sort_keys=True,
         )
@@ -122,6 +125,7 @@ class Record:
             result=MeasureResult.from_dict(data["result"]),
             timestamp=float(data["timestamp"]),
             versions=tuple(sorted((str(k), str(v)) for k, v in data.get("versions", {}).items())),
+            fingerprint=str(data.get("fingerprint", "")),
             legacy_rules=rules if sketch is None else (),
             legacy_family=Family(data["sketch"].get("family", Family.PIPELINE.value)),
         )
@@ -152,7 +156,16 @@ def upgrade_legacy(records: list[Record], task_key: str, sketches: list[Sketch])
     return out
 
 
-def task_history(records: list[Record], target_key: str, task_key: str, sketches: list[Sketch]) -> list[Record]:
+def for_target(record: Record, target_key: str, fingerprint: str = "") -> bool:
+    """A record applies to a target when the keys match and, where both are known, so do the machines: a log
+    tuned on one CPU is not applied on another that answers the same request (`cpu=host`)."""
+    return record.target == target_key and (not fingerprint or not record.fingerprint
+                                            or record.fingerprint == fingerprint)
+
+
+def task_history(
+    records: list[Record], target_key: str, task_key: str, sketches: list[Sketch], fingerprint: str = ""
+) -> list[Record]:
     """A task's measured records for one target, replayed onto this run's sketches.
 
     Each record is matched to the sketch with the same trace (by digest), so
@@ -161,8 +174,8 @@ def task_history(records: list[Record], target_key: str, task_key: str, sketches
     still be the best, since its own trace rebuilds it).
     """
     by_digest = {s.digest: s.index for s in sketches}
-    mine = [r for r in records
-            if r.target == target_key and r.task_key == task_key and r.result.error != ErrorKind.NOT_MEASURED]
+    mine = [r for r in records if for_target(r, target_key, fingerprint) and r.task_key == task_key
+            and r.result.error != ErrorKind.NOT_MEASURED]
     out = []
     for record in upgrade_legacy(mine, task_key, sketches):
         index = by_digest.get(record.sketch.digest, -1)
@@ -212,8 +225,8 @@ def _ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
-def best_records(records: list[Record], target_key: str) -> dict[str, Record]:
-    """Fastest correct record per task for one target; other targets are ignored.
+def best_records(records: list[Record], target_key: str, fingerprint: str = "") -> dict[str, Record]:
+    """Fastest correct record per task for one target (and machine, `for_target`); others are ignored.
 
     A task with no measured record falls back to its latest zero-trial pick
     (chosen by the cost model alone), so a measurement always wins over a guess.
@@ -221,7 +234,7 @@ def best_records(records: list[Record], target_key: str) -> dict[str, Record]:
     best: dict[str, Record] = {}
     guesses: dict[str, Record] = {}
     for record in records:
-        if record.target != target_key:
+        if not for_target(record, target_key, fingerprint):
             continue
         if record.result.error == ErrorKind.NOT_MEASURED:
             guesses[record.task_key] = record

@@ -30,6 +30,7 @@ from ansor_mlir.measure.inputs import encode_array, make_inputs
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import RunInput, Runner, run_builds
+from ansor_mlir.mlir.context import as_module
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.search.search_policy import make_policy
 from ansor_mlir.space.resolve import render_config
@@ -75,7 +76,7 @@ class TaskSession:
 
 
 def task_module(task: Task) -> str:
-    return f"module {{\n{task.func_text}}}\n"
+    return as_module(task.func_text, f"task {task.name}")
 
 
 def build_input(task: Task, sketch: Sketch, candidate: Candidate, flow_text: str) -> BuildInput:
@@ -189,7 +190,7 @@ class Tuner:
         sketches = generate_sketches(task, self.target)
         inputs = tuple(encode_array(a) for a in make_inputs(task, self.options.seed))
         session = TaskSession(task, sketches, flow_text, inputs, (), set(), TaskResult(task=task))
-        mine = task_history(records, self.target.key, task.key, sketches)
+        mine = task_history(records, self.target.key, task.key, sketches, self.target.fingerprint)
         for record in mine:
             session.measured.add(record.candidate.identity)
             session.result.account(record)
@@ -233,6 +234,7 @@ class Tuner:
             result=result,
             timestamp=now(),
             versions=producer_versions(),
+            fingerprint=self.target.fingerprint,
         )
 
     def _search(self, sessions: list[TaskSession], left: list[int]) -> None:

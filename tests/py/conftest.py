@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansor_mlir.core.target import detect_host
+from ansor_mlir.frontend.target_resolution import resolve_target
 
 
 def matmul_bias_relu(m: int, n: int, k: int, name: str = "mm", transpose_b: bool = False) -> str:
@@ -46,7 +47,7 @@ func.func @{name}(%a: tensor<{m}x{k}xf32>, %b: {b_type}, %bias: tensor<{n}xf32>)
 
 @pytest.fixture(scope="session")
 def target():
-    return detect_host()
+    return resolve_target(detect_host())
 
 
 @pytest.fixture(scope="session")

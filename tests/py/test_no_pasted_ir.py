@@ -25,8 +25,6 @@ KNOWN_PENDING: tuple[str, ...] = (
     # IreeConfig.lowering_config()/compilation_info() print IR as text until dialect/ansor_ir.py builds its
     # fixed configurations with codegen.iree_config.compilation_info; then both methods go.
     "core/task.py",
-    # task_module pastes `module { ... }` around the task's function text: `mlir.context.as_module` parses it instead.
-    "tuning/tuner.py",
 )
 
 # Packages whose modules handle IR: none imports `re`, except these, each reading something that is not IR.
