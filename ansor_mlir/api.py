@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from iree.compiler import ir
+
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec
 from ansor_mlir.core.schedule import Family, Sketch
@@ -16,6 +18,9 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.passes.ansor_passes import Toolkit
+from ansor_mlir.passes.pipeline import AfterPass, PassInvocation, PipelineResult
+from ansor_mlir.passes.pipeline import run_pipeline as _run_pipeline
 from ansor_mlir.space.sketch_rules import generate_sketches as _generate_sketches
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.progress import ConsoleProgress
@@ -180,3 +185,19 @@ def emit_tuning_spec(
         if task.key in best and task.tunable and not best[task.key].is_default
     ]
     return render_spec(entries)
+
+
+def run_pipeline(
+    module: ir.Module | str | Path,
+    pipeline: str | Sequence[str | PassInvocation],
+    name: str | None = None,
+    after_pass: AfterPass | None = None,
+) -> PipelineResult:
+    """Run `ansor-opt` passes on a module object (or MLIR text, or a file) and get module objects back.
+
+    `pipeline` is a `--pass-pipeline` string or a list of passes (`"ansor-tune{trials=8}"`);
+    `result.module` is the last pass's output and `result.after` every pass's output, as IR objects.
+    """
+    toolkit = Toolkit(tune=tune, apply_best=apply_best, emit_tuning_spec=emit_tuning_spec,
+                      emit_transform_library=emit_transform_library)
+    return _run_pipeline(module, pipeline, toolkit, name, after_pass)

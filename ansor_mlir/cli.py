@@ -1,8 +1,10 @@
 """`ansor-opt`: an mlir-opt style driver for the ansor passes.
 
+    ansor-opt IN.mlir --ansor-extract-tasks --ansor-generate-sketches
+    ansor-opt IN.mlir --pass-pipeline="builtin.module(ansor-extract-tasks, ansor-generate-sketches)"
     ansor-opt IN.mlir --ansor-tune="trials=32 log=L" -o OUT.mlir
-    ansor-opt IN.mlir --pass-pipeline="builtin.module(ansor-tune{trials=8 log=L})"
-    cat IN.mlir | ansor-opt --ansor-extract-tasks
+    ansor-opt BAD.mlir --split-input-file --verify-diagnostics --ansor-extract-tasks
+    cat IN.mlir | ansor-opt                       # no pass: parse, verify, print
 
 User errors print one `ansor-opt: error: ...` line and exit 1, no traceback.
 """
@@ -12,38 +14,108 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
+from iree.compiler import ir
+from iree.compiler import version as iree_version
+
+from ansor_mlir import api
+from ansor_mlir.database.records import FORMAT_VERSION
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.passes.ansor_passes import run_pipeline
-from ansor_mlir.passes.pass_options import PASSES, PassInvocation, parse_options, parse_pipeline
+from ansor_mlir.passes.diagnostics import Diagnostic, LocatedError, expectations, verify
+from ansor_mlir.passes.pass_options import PASSES, PassInvocation, parse_options, parse_pipeline, passes_help
+from ansor_mlir.passes.source import (
+    SPLIT_MARKER,
+    Chunk,
+    join_outputs,
+    module_line,
+    new_context,
+    print_module,
+    read_module,
+    split_input,
+)
+
+PROG = "ansor-opt"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, like every other user error
+        self.exit(1, f"{PROG}: error: {message} (see --help)\n")
 
 
 class _PassAction(argparse.Action):
     """Collect `--ansor-*[=options]` flags in command-line order."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        invocations = getattr(namespace, "passes", None) or []
-        invocations.append((self.dest.replace("_", "-"), values or ""))
-        namespace.passes = invocations
+        namespace.passes = [*namespace.passes, (self.dest, values or "")]
+
+
+def non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ansor-opt",
+    parser = _Parser(
+        prog=PROG,
         description="Ansor-style auto-scheduling passes for linalg modules compiled by IREE.",
+        epilog=passes_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("input", nargs="?", default="-", help="input .mlir file (default: stdin)")
     parser.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
-    parser.add_argument("--pass-pipeline", dest="pipeline", help="e.g. builtin.module(ansor-tune{trials=8})")
+    parser.add_argument("--pass-pipeline", dest="pipeline", metavar="PIPELINE",
+                        help="the passes as builtin.module(PASS{KEY=VALUE ...}, ...)")
+    parser.add_argument("--split-input-file", action="store_true",
+                        help=f"process each chunk between '{SPLIT_MARKER}' lines alone; join the outputs with it")
+    parser.add_argument("--verify-diagnostics", action="store_true",
+                        help="check the diagnostics against the input's expected-error/expected-warning comments")
+    parser.add_argument("--mlir-print-ir-after-all", dest="print_after_all", action="store_true",
+                        help="print the IR after every pass to stderr")
+    parser.add_argument("--mlir-elide-elementsattrs-if-larger", dest="elide", type=non_negative, metavar="N",
+                        help="print elements attributes with more than N elements elided")
+    parser.add_argument("--allow-unregistered-dialect", action="store_true",
+                        help="accept ops of dialects neither IREE nor ansor defines")
+    parser.add_argument("--list-passes", action="store_true", help="list the passes and their options")
+    parser.add_argument("--version", action="store_true", help="print the ansor-mlir, IREE and record schema versions")
     for spec in PASSES.values():
-        opts = ", ".join(spec.options)
-        parser.add_argument(
-            f"--{spec.name}", dest=spec.name, nargs="?", const="", action=_PassAction,
-            metavar="OPTIONS", help=f"{spec.summary} (options: {opts})",
-        )
+        parser.add_argument(f"--{spec.name}", dest=spec.name, nargs="?", const="", action=_PassAction,
+                            metavar="OPTIONS", help=spec.summary)
     parser.set_defaults(passes=[])
     return parser
+
+
+def installed(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def version_text() -> str:
+    revision = ", ".join(f"{name} {rev[:12]}" for name, rev in iree_version.REVISIONS.items())
+    return (
+        f"ansor-mlir {installed('ansor-mlir')}\n"
+        f"IREE {iree_version.VERSION} ({revision}; iree-base-compiler {installed('iree-base-compiler')}, "
+        f"iree-base-runtime {installed('iree-base-runtime')})\n"
+        f"tuning record schema {FORMAT_VERSION}\n"
+    )
+
+
+def invocations_of(args: argparse.Namespace) -> list[PassInvocation]:
+    if args.pipeline and args.passes:
+        raise AnsorError("--pass-pipeline cannot be combined with --ansor-* pass flags: use one or the other")
+    if args.pipeline:
+        return parse_pipeline(args.pipeline)
+    return [parse_options(name, options) for name, options in args.passes]
 
 
 def read_input(path: str) -> tuple[str, str]:
@@ -67,25 +139,77 @@ def write_output(path: str, text: str) -> None:
         raise AnsorError(f"{path}: cannot write: {exc}") from None
 
 
+@dataclass(frozen=True)
+class ChunkResult:
+    output: str | None
+    diagnostics: tuple[Diagnostic, ...]
+
+
+def run_chunk(chunk: Chunk, name: str, invocations: list[PassInvocation], args: argparse.Namespace) -> ChunkResult:
+    """Parse, check and run the passes on one chunk; its errors and warnings become diagnostics."""
+
+    def dump(number: int, invocation: PassInvocation, module: ir.Module) -> None:
+        sys.stderr.write(f"// -----// IR Dump After {invocation.name} (pass {number}) //----- //\n"
+                         + print_module(module, args.elide))
+
+    output, error, line = None, None, None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            module = read_module(chunk.text, name, new_context(), args.allow_unregistered_dialect)
+            line = module_line(module)
+            if invocations:
+                after = dump if args.print_after_all else None
+                module = api.run_pipeline(module, invocations, name=name, after_pass=after).module
+            output = print_module(module, args.elide)
+        except LocatedError as exc:
+            error = Diagnostic("error", str(exc), exc.line)
+        except AnsorError as exc:
+            error = Diagnostic("error", str(exc), line)
+    found = [Diagnostic("warning", str(w.message), line) for w in caught]
+    return ChunkResult(output, tuple(found + ([error] if error else [])))
+
+
+def process(text: str, name: str, invocations: list[PassInvocation], args: argparse.Namespace) -> tuple[str, bool]:
+    """(output, success) of the whole input: every chunk processed, even after one fails."""
+    chunks = split_input(text) if args.split_input_file else [Chunk(text, 1)]
+    outputs, ok = [], True
+    for chunk in chunks:
+        result = run_chunk(chunk, name, invocations, args)
+        if result.output is not None:
+            outputs.append(result.output)
+        if args.verify_diagnostics:
+            complaints = verify(result.diagnostics, expectations(chunk.text), name)
+            for complaint in complaints:
+                print(complaint, file=sys.stderr)
+            ok = ok and not complaints
+            continue
+        for diagnostic in result.diagnostics:
+            print(f"{PROG}: {diagnostic.severity}: {diagnostic.message}", file=sys.stderr)
+            ok = ok and diagnostic.severity != "error"
+    return join_outputs(outputs), ok
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    warnings.formatwarning = lambda message, *rest: f"ansor-opt: warning: {message}\n"
+    args = build_parser().parse_args(argv)
+    if args.version:
+        sys.stdout.write(version_text())
+        return 0
+    if args.list_passes:
+        sys.stdout.write(passes_help())
+        return 0
     try:
-        invocations = [PassInvocation(name, parse_options(name, opts)) for name, opts in args.passes]
-        if args.pipeline:
-            invocations += parse_pipeline(args.pipeline)
-        if not invocations:
-            raise AnsorError("no pass given: use one of " + ", ".join(f"--{n}" for n in PASSES))
+        invocations = invocations_of(args)
         text, name = read_input(args.input)
-        write_output(args.output, run_pipeline(text, name, invocations))
+        output, ok = process(text, name, invocations, args)
+        write_output(args.output, output)
     except AnsorError as exc:
-        print(f"ansor-opt: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("ansor-opt: interrupted; every measured batch is already in the log", file=sys.stderr)
+        print(f"{PROG}: interrupted; every measured batch is already in the log", file=sys.stderr)
         return 130
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -2,12 +2,17 @@
 //
 //   iree-opt --irdl-file=ansor_mlir/dialect/ansor.irdl.mlir FILE
 //
-// All ops are printed in generic form. Notes on what IRDL (as shipped with
-// IREE 3.13) can and cannot check:
+// ansor-opt builds these ops with the MLIR Python bindings in a context that
+// allows unregistered dialects and verifies its input against this file; all
+// ops are printed in generic form. Notes on what IRDL (as shipped with IREE
+// 3.13) can and cannot check:
 // - one SSA constraint value used twice means "the same attribute twice", so
 //   every attribute gets its own constraint value;
 // - integer attributes are checked to be integers, not to be i64;
-// - array attributes are checked to be arrays, not their element kinds;
+// - array attributes are checked to be arrays (`[..]`, or `array<i64: ..>`
+//   for integer lists), not their element kinds;
+// - attributes cannot be optional: an attribute that only some ops carry
+//   (`op` of `ansor.knob`) is documented here, not declared;
 // - IRDL ops have no traits: a region's block needs a real terminator, so
 //   every ansor region ends in `transform.yield`, and `func.func` (a symbol)
 //   sits inside a `builtin.module` (a symbol table);
@@ -24,7 +29,7 @@ irdl.dialect @ansor {
     %flops = irdl.base "#builtin.integer"
     %root = irdl.base "#builtin.string"
     %root_index = irdl.base "#builtin.integer"
-    %loop_extents = irdl.base "#builtin.array"
+    %loop_extents = irdl.base "#builtin.dense_array"
     %iterator_types = irdl.base "#builtin.array"
     %pipeline = irdl.base "#builtin.string"
     irdl.attributes {
@@ -67,6 +72,9 @@ irdl.dialect @ansor {
   }
 
   // A hole: the tile sizes of loop `dim` across `levels`, outer to inner.
+  // `padded`: the innermost tile need not divide the one above it (partial
+  // tiles are padded). Optional `op` (integer): the loop belongs to that
+  // consumer op of the dispatch, not to the root.
   irdl.operation @knob {
     %name = irdl.base "#builtin.string"
     %dim = irdl.base "#builtin.integer"
@@ -75,12 +83,16 @@ irdl.dialect @ansor {
     %reduction = irdl.is "R"
     %kind = irdl.any_of(%spatial, %reduction)
     %levels = irdl.base "#builtin.array"
+    %padded_true = irdl.is true
+    %padded_false = irdl.is false
+    %padded = irdl.any_of(%padded_true, %padded_false)
     irdl.attributes {
       "name" = %name,
       "dim" = %dim,
       "extent" = %extent,
       "kind" = %kind,
-      "levels" = %levels
+      "levels" = %levels,
+      "padded" = %padded
     }
     %param = irdl.is !transform.any_param
     irdl.results(tiles: %param)

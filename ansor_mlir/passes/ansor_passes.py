@@ -1,90 +1,168 @@
-"""The `ansor-*` passes: each maps module text and options to module text."""
+"""The `ansor-*` passes: each maps a module object to a module object in the same context.
+
+A pass accepts any pass's output: a linalg module (the user's input or
+IREE's flow-level module that `ansor-tune`/`ansor-apply-best` print) or
+`ansor` dialect IR, whose tasks are compiled from their functions (IREE forms
+the same dispatches from them) and keep their recorded names and weights.
+Output that is not `ansor` IR (tuned modules, specs, libraries) comes from
+the text the tuning layer produces, parsed into the pass's context.
+"""
 
 from __future__ import annotations
 
 import random
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ansor_mlir import api
+from iree.compiler import ir
+
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.codegen.tuning_spec import strategy_library
-from ansor_mlir.core.schedule import TRANSFORM_FAMILY
+from ansor_mlir.core.schedule import Candidate, Family
 from ansor_mlir.core.target import Target, parse_target
-from ansor_mlir.dialect import ansor_ir
-from ansor_mlir.passes.pass_options import PassInvocation, int_option
+from ansor_mlir.core.task import Task
+from ansor_mlir.dialect.ansor_ir import attributes, functions_module, i64, i64_array, strings, task_ops, tasks_module
+from ansor_mlir.frontend.target_resolution import resolve_target
+from ansor_mlir.frontend.task_extraction import extract_tasks
+from ansor_mlir.mlir.context import ops_of, parse_module
+from ansor_mlir.passes.pass_options import NO_MODEL, PassInvocation
 from ansor_mlir.space.annotation import sample_candidate
+from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import TuneOptions
 
 
-def pass_target(invocation: PassInvocation) -> Target:
-    opts = invocation.options
-    return parse_target(
-        opts.get("target", "llvm-cpu"),
-        threads=int_option(invocation.name, opts, "threads", 1),
-        cpu=opts.get("cpu", "host"),
+@dataclass(frozen=True)
+class Toolkit:
+    """Whole-module operations the passes are made of: `ansor_mlir.api`'s functions.
+
+    Passed in, not imported, so that `api` can expose the pipeline without an
+    import cycle. Each takes MLIR text, a target and a name for messages.
+    """
+
+    tune: Callable[..., object]  # (text, target, *, options, name) -> result with `.module` text
+    apply_best: Callable[[str, Path, Target, str], str]
+    emit_tuning_spec: Callable[[str, Path, Target, str], str]
+    emit_transform_library: Callable[[str, Path, Target, str], str]
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What a pass runs with: its checked options, the toolkit, and a name for the IR it runs on."""
+
+    invocation: PassInvocation
+    toolkit: Toolkit
+    what: str
+
+    @property
+    def target(self) -> Target:
+        opts = self.invocation
+        return resolve_target(parse_target(str(opts["target"]), threads=int(opts["threads"]), cpu=str(opts["cpu"])))
+
+    def output(self, text: str, module: ir.Module) -> ir.Module:
+        return parse_module(text, f"output of {self.invocation.name}", module.context)
+
+
+def source_text(module: ir.Module) -> str:
+    """The MLIR IREE compiles for a module: itself, or for `ansor` IR the module of its task functions."""
+    return str(functions_module(module) if task_ops(module) else module)
+
+
+def module_tasks(module: ir.Module, pc: PassContext) -> list[Task]:
+    """The module's tasks; tasks recorded as `ansor.task` ops keep their names and weights."""
+    recorded = {str(a["key"]): a for a in (attributes(op) for op in task_ops(module))}
+    tasks = extract_tasks(source_text(module), pc.target, pc.what)
+    return [
+        replace(task, name=str(recorded[task.key]["name"]), weight=int(recorded[task.key]["weight"]))
+        if task.key in recorded else task
+        for task in tasks
+    ]
+
+
+def extract_tasks_pass(module: ir.Module, pc: PassContext) -> ir.Module:
+    return tasks_module([(task, ()) for task in module_tasks(module, pc)], module.context)
+
+
+def generate_sketches_pass(module: ir.Module, pc: PassContext) -> ir.Module:
+    target = pc.target
+    return tasks_module([(task, generate_sketches(task, target)) for task in module_tasks(module, pc)],
+                        module.context)
+
+
+def tune_options(invocation: PassInvocation) -> TuneOptions:
+    model = invocation["model"]
+    return TuneOptions(
+        trials=int(invocation["trials"]),
+        log=Path(invocation["log"]),
+        seed=int(invocation["seed"]),
+        policy=str(invocation["policy"]),
+        cost_model=model if isinstance(model, Path) else None,
+        pretrained=model != NO_MODEL,
+        batch_size=int(invocation["batch"]),
+        progress=bool(invocation["progress"]),
     )
 
 
-def extract_tasks_pass(text: str, name: str, invocation: PassInvocation) -> str:
-    tasks = api.extract_tasks(text, pass_target(invocation), name)
-    return ansor_ir.module_text([ansor_ir.task_op(task, task.func_text) for task in tasks])
+def tune_pass(module: ir.Module, pc: PassContext) -> ir.Module:
+    result = pc.toolkit.tune(source_text(module), pc.target, options=tune_options(pc.invocation), name=pc.what)
+    return pc.output(result.module, module)
 
 
-def generate_sketches_pass(text: str, name: str, invocation: PassInvocation) -> str:
-    target = pass_target(invocation)
-    ops = []
-    for task in api.extract_tasks(text, target, name):
-        sketches = api.generate_sketches(task, target)
-        ops.append(ansor_ir.task_op(task, "\n".join(ansor_ir.sketch_op(task, s) for s in sketches)))
-    return ansor_ir.module_text(ops)
+def apply_best_pass(module: ir.Module, pc: PassContext) -> ir.Module:
+    return pc.output(pc.toolkit.apply_best(source_text(module), pc.invocation["log"], pc.target, pc.what), module)
 
 
-def tune_pass(text: str, name: str, invocation: PassInvocation) -> str:
-    opts = invocation.options
-    options = TuneOptions(
-        trials=int_option(invocation.name, opts, "trials", 32),
-        log=Path(opts.get("log", "ansor_tuning.jsonl")),
-        seed=int_option(invocation.name, opts, "seed", 0),
-        policy=opts.get("policy", "evolutionary"),
-        cost_model=Path(opts["model"]) if "model" in opts else None,
-        batch_size=max(1, int_option(invocation.name, opts, "batch", 8)),
-        progress=int_option(invocation.name, opts, "progress", 1) != 0,
-    )
-    return api.tune(text, pass_target(invocation), options=options, name=name).module
+def emit_tuning_spec_pass(module: ir.Module, pc: PassContext) -> ir.Module:
+    text = pc.toolkit.emit_tuning_spec(source_text(module), pc.invocation["log"], pc.target, pc.what)
+    return pc.output(text, module)
 
 
-def apply_best_pass(text: str, name: str, invocation: PassInvocation) -> str:
-    return api.apply_best(text, invocation.options["log"], pass_target(invocation), name)
+def emit_transform_library_pass(module: ir.Module, pc: PassContext) -> ir.Module:
+    text = pc.toolkit.emit_transform_library(source_text(module), pc.invocation["log"], pc.target, pc.what)
+    return pc.output(text, module)
 
 
-def emit_tuning_spec_pass(text: str, name: str, invocation: PassInvocation) -> str:
-    return api.emit_tuning_spec(text, invocation.options["log"], pass_target(invocation), name)
+def decisions_attr(candidate: Candidate) -> ir.DictAttr:
+    """A candidate's decisions: knob name -> its values."""
+    return ir.DictAttr.get({name: i64_array(values) for name, values in candidate.values})
 
 
-def emit_transform_library_pass(text: str, name: str, invocation: PassInvocation) -> str:
-    return api.emit_transform_library(text, invocation.options["log"], pass_target(invocation), name)
+def print_strategy_pass(module: ir.Module, pc: PassContext) -> ir.Module:
+    """A library of one seeded random candidate's strategy per transform sketch (of `rule`, if given).
+
+    Each strategy says where it comes from in `ansor.task`, `ansor.sketch`,
+    `ansor.rules` and `ansor.decisions` attributes.
+    """
+    target = pc.target
+    rng = random.Random(int(pc.invocation["seed"]))
+    rule = pc.invocation["rule"]
+    texts: list[str] = []
+    origins: dict[str, dict[str, ir.Attribute]] = {}
+    with module.context:
+        for task in module_tasks(module, pc):
+            for sketch in generate_sketches(task, target):
+                if Family(sketch.family) != Family.TRANSFORM or (rule and rule not in sketch.rules):
+                    continue
+                candidate = sample_candidate(sketch, task, target, rng)
+                if candidate is None:
+                    continue
+                name = strategy_name(task, candidate)
+                texts.append(render_strategy(sketch, candidate, task, name))
+                origins[name] = {"ansor.task": ir.StringAttr.get(task.name), "ansor.sketch": i64(sketch.index),
+                                 "ansor.rules": strings(sketch.rules), "ansor.decisions": decisions_attr(candidate)}
+        if not texts:
+            warnings.warn(f"{pc.what}: no transform sketch" + (f" derived by rule {rule}" if rule else ""),
+                          stacklevel=1)
+        library = pc.output(strategy_library(texts), module)
+        for op in ops_of(library.body):
+            name = ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
+            for key, value in origins.get(name, {}).items():
+                op.attributes[key] = value
+    return library
 
 
-def print_strategy_pass(text: str, name: str, invocation: PassInvocation) -> str:
-    target = pass_target(invocation)
-    rng = random.Random(int_option(invocation.name, invocation.options, "seed", 0))
-    rule = invocation.options.get("rule")
-    strategies = []
-    for task in api.extract_tasks(text, target, name):
-        for sketch in api.generate_sketches(task, target):
-            if sketch.family != TRANSFORM_FAMILY or (rule and rule not in sketch.rules):
-                continue
-            candidate = sample_candidate(sketch, task, target, rng)
-            if candidate is None:
-                continue
-            values = ", ".join(f"{k}={list(v)}" for k, v in candidate.values)
-            strategy = strategy_name(task, candidate)
-            strategies.append(f"// task {task.name} sketch {sketch.index} {'+'.join(sketch.rules)}: {values}\n"
-                              + render_strategy(sketch, candidate, task, strategy))
-    return strategy_library(strategies)
-
-
-PASS_FUNCTIONS = {
+PASS_FUNCTIONS: dict[str, Callable[[ir.Module, PassContext], ir.Module]] = {
     "ansor-extract-tasks": extract_tasks_pass,
     "ansor-generate-sketches": generate_sketches_pass,
     "ansor-tune": tune_pass,
@@ -93,9 +171,3 @@ PASS_FUNCTIONS = {
     "ansor-emit-transform-library": emit_transform_library_pass,
     "ansor-print-strategy": print_strategy_pass,
 }
-
-
-def run_pipeline(text: str, name: str, invocations: list[PassInvocation]) -> str:
-    for invocation in invocations:
-        text = PASS_FUNCTIONS[invocation.name](text, name, invocation)
-    return text

@@ -6,9 +6,11 @@
 // RUN: FileCheck %s --check-prefix=WARN < %t.err
 // RUN: iree-compile %t.mlir -o %t.vmfb
 // RUN: ansor-opt %s --pass-pipeline="builtin.module(ansor-apply-best{log=%S/Inputs/mm64_log.jsonl})" 2>/dev/null | FileCheck %s
+// The same from the tasks' own IR (passes chain), and the warning stated in this file:
+// RUN: ansor-opt %s --ansor-extract-tasks --ansor-generate-sketches --ansor-apply-best="log=%S/Inputs/mm64_log.jsonl" 2>/dev/null | FileCheck %s
+// RUN: ansor-opt %s --verify-diagnostics --ansor-apply-best="log=%S/Inputs/mm64_log.jsonl" > /dev/null
 
 // WARN: mm64_log.jsonl:4: skipping corrupt record
-// CHECK: // Build the tuned program with: iree-compile
 // CHECK: #[[CONFIG:.+]] = #iree_cpu.lowering_config<distribution = [32, 64, 0], vector_common_parallel = [4, 16, 0], vector_reduction = [0, 0, 4]>
 // CHECK: #[[TRANSLATION:.+]] = #iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>
 // CHECK: #[[INFO:.+]] = #iree_codegen.compilation_info<lowering_config = #[[CONFIG]], translation_info = #[[TRANSLATION]]>
@@ -16,6 +18,7 @@
 // CHECK: linalg.matmul {compilation_info = #[[INFO]]}
 // CHECK-NOT: distribution = [16, 32, 0]
 // CHECK-NOT: distribution = [8, 16, 0]
+// expected-warning @below {{mm64_log.jsonl:4: skipping corrupt record}}
 func.func @mm(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>, %bias: tensor<64xf32>) -> tensor<64x64xf32> {
   %cst = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<64x64xf32>

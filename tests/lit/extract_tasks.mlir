@@ -10,7 +10,7 @@
 // CHECK: flops = 532480 : i64
 // CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
 // CHECK-SAME: key = "373b436019a0287f"
-// CHECK-SAME: loop_extents = [64, 64, 64]
+// CHECK-SAME: loop_extents = array<i64: 64, 64, 64>
 // CHECK-SAME: pipeline = "DoubleTilingExpert"
 // CHECK-SAME: root = "linalg.matmul"
 // CHECK-SAME: weight = 1 : i64

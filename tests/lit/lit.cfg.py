@@ -16,6 +16,8 @@ config.environment["PATH"] = os.pathsep.join(
 )
 config.environment["HOME"] = os.environ.get("HOME", "/tmp")
 repo = os.path.dirname(os.path.dirname(config.test_source_root))
+# Test this checkout's package, whatever copy is installed.
+config.environment["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH", "")]))
 config.substitutions.append(("%ansor_irdl", os.path.join(repo, "ansor_mlir", "dialect", "ansor.irdl.mlir")))
 config.substitutions.append(("ansor-opt", f"{sys.executable} -m ansor_mlir.cli"))
 config.substitutions.append(("FileCheck", "filecheck"))

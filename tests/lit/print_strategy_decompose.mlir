@@ -7,12 +7,13 @@
 // RUN: ansor-opt %s --ansor-print-strategy="rule=decompose seed=0" > %t2
 // RUN: diff %t1 %t2
 
-// CHECK: sketch {{[0-9]+}} td-multi-level-tiling+decompose:
-// CHECK: transform.structured.tile_using_forall %op1
+// CHECK: transform.named_sequence @ansor_strategy_{{.*}}(%{{.*}}: !transform.any_op {transform.readonly}) attributes {ansor.decisions = {{{.*}}}, ansor.rules = ["td-multi-level-tiling", "decompose"], ansor.sketch = {{[0-9]+}} : i64, ansor.task = "{{.*}}"}
+// CHECK: %[[OP:[a-z0-9_]+]]:2 = transform.split_handle
+// CHECK: transform.structured.tile_using_forall %[[OP]]#1
 // CHECK: %[[NAMED:.*]] = transform.structured.specialize
 // CHECK: transform.structured.decompose %[[NAMED]]
 // CHECK-NOT: fold_unit_extent_dims_via_slices
-// CHECK: transform.structured.vectorize_children_and_apply_patterns %func :
+// CHECK: transform.structured.vectorize_children_and_apply_patterns %{{[a-z0-9_]+}} :
 func.func @conv(%x: tensor<1x16x16x8xf32>, %w: tensor<3x3x8x32xf32>) -> tensor<1x7x7x32xf32> {
   %cst = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<1x7x7x32xf32>

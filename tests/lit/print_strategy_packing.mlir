@@ -7,8 +7,9 @@
 // RUN: ansor-opt %s --ansor-print-strategy="rule=packing seed=0" > %t2
 // RUN: diff %t1 %t2
 
-// CHECK: sketch {{[0-9]+}} td-multi-level-tiling-cached+packing:
-// CHECK: transform.structured.tile_using_forall %op1
+// CHECK: transform.named_sequence @ansor_strategy_{{.*}}(%{{.*}}: !transform.any_op {transform.readonly}) attributes {ansor.decisions = {{{.*}}}, ansor.rules = ["td-multi-level-tiling-cached", "packing"], ansor.sketch = {{[0-9]+}} : i64, ansor.task = "{{.*}}"}
+// CHECK: %[[OP:[a-z0-9_]+]]:2 = transform.split_handle
+// CHECK: transform.structured.tile_using_forall %[[OP]]#1
 // CHECK: %[[PACKED:.*]] = transform.structured.pack %{{.*}} packed_sizes = [0, {{[0-9]+}}, 0]
 // CHECK: %[[W:.*]] = transform.get_producer_of_operand %[[PACKED]][1]
 // CHECK: %{{.*}}, %{{.*}}, %[[TR:.*]] = transform.structured.lower_pack %[[W]]
@@ -16,7 +17,7 @@
 // CHECK: transform.get_producer_of_operand %[[PACKED]][2]
 // CHECK: transform.structured.lower_unpack
 // CHECK-NOT: fold_unit_extent_dims_via_slices
-// CHECK: transform.structured.vectorize_children_and_apply_patterns %func :
+// CHECK: transform.structured.vectorize_children_and_apply_patterns %{{[a-z0-9_]+}} :
 // CHECK: transform.iree.hoist_static_alloc
 func.func @linear(%x: tensor<32x96xf32>, %w: tensor<64x96xf32>) -> tensor<32x64xf32> {
   %cst = arith.constant 0.0 : f32

@@ -7,12 +7,13 @@
 // RUN: ansor-opt %s --ansor-print-strategy="rule=padding seed=0" > %t2
 // RUN: diff %t1 %t2
 
-// CHECK: sketch {{[0-9]+}} td-multi-level-tiling+padding:
-// CHECK: transform.structured.tile_using_forall %op1
-// CHECK: %[[PADDED:.*]], %{{.*}}, %{{.*}} = transform.structured.pad %{{.*}} <padding_values = [0.0 : f32, 0.0 : f32, 0.0 : f32], padding_dimensions = [0, 1], copy_back_op = "none">
+// CHECK: transform.named_sequence @ansor_strategy_{{.*}}(%{{.*}}: !transform.any_op {transform.readonly}) attributes {ansor.decisions = {{{.*}}}, ansor.rules = ["td-multi-level-tiling", "padding"], ansor.sketch = {{[0-9]+}} : i64, ansor.task = "{{.*}}"}
+// CHECK: %[[OP:[a-z0-9_]+]]:2 = transform.split_handle
+// CHECK: transform.structured.tile_using_forall %[[OP]]#1
+// CHECK: %[[PADDED:.*]], %{{.*}}, %{{.*}} = transform.structured.pad %{{.*}} <padding_values = [0.000000e+00 : f32, 0.000000e+00 : f32, 0.000000e+00 : f32], padding_dimensions = [0, 1], copy_back_op = "none">
 // CHECK: transform.structured.pad %{{.*}} <{{.*}}padding_dimensions = [2], copy_back_op = "none">
-// CHECK: transform.structured.pad %{{.*}} <padding_values = [0.0 : f32, 0.0 : f32], padding_dimensions = [0, 1], copy_back_op = "none">
-// CHECK: transform.structured.vectorize_children_and_apply_patterns %func <{vectorize_padding}>
+// CHECK: transform.structured.pad %{{.*}} <padding_values = [0.000000e+00 : f32, 0.000000e+00 : f32], padding_dimensions = [0, 1], copy_back_op = "none">
+// CHECK: transform.structured.vectorize_children_and_apply_patterns %{{[a-z0-9_]+}} <vectorize_padding>
 // CHECK: transform.iree.hoist_static_alloc
 func.func @mm(%a: tensor<20x36xf32>, %b: tensor<36x40xf32>) -> tensor<20x40xf32> {
   %cst = arith.constant 0.0 : f32

@@ -1,10 +1,10 @@
 // Row sums (long inner reduction, no reuse): the rfactor sketch keeps partial sums in a vector.
 // RUN: ansor-opt %s --ansor-print-strategy="rule=rfactor seed=1" | FileCheck %s
 
-// CHECK: sketch {{[0-9]+}} td-multi-level-tiling+rfactor
+// CHECK: transform.named_sequence @ansor_strategy_{{.*}}(%{{.*}}: !transform.any_op {transform.readonly}) attributes {ansor.decisions = {{{.*}}}, ansor.rules = ["td-multi-level-tiling", "rfactor"], ansor.sketch = {{[0-9]+}} : i64, ansor.task = "{{.*}}"}
 // CHECK: transform.structured.tile_using_forall
 // CHECK: transform.structured.tile_reduction_using_for
-// CHECK: transform.apply_patterns.vector.multi_reduction_unrolling lowering_strategy =
+// CHECK: transform.apply_patterns.vector.multi_reduction_unrolling
 func.func @rows(%x: tensor<64x512xf32>) -> tensor<64xf32> {
   %cst = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<64xf32>

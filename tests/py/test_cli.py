@@ -1,12 +1,15 @@
-"""Bad input gets one clear line naming the input and the fix, never a traceback."""
+"""`ansor-opt` as a process: one clear line per user error (never a traceback), mlir-opt's exit statuses."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
 from conftest import matmul_bias_relu
+
+from ansor_mlir.database.records import FORMAT_VERSION
 
 
 def ansor_opt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -28,25 +31,27 @@ def module(tmp_path):
         (["--ansor-extract-tasks"], "func.func @f( {", r"<stdin>: not valid MLIR: line 1:14"),
         (["missing.mlir", "--ansor-extract-tasks"], None, r"missing\.mlir: no such file"),
         (["--ansor-tune=tirals=3"], "", r"pass 'ansor-tune': unknown option 'tirals' \(accepted: target"),
-        (["--ansor-tune=trials=many"], "", r"option trials=many is not an integer"),
+        (["--ansor-tune=trials=many"], "", r"invalid trials=many: expected an integer in \[0, 1000000\]"),
         (["--ansor-apply-best"], "", r"missing required option log="),
-        (["--ansor-extract-tasks=target=tpu"], "", r"unknown target 'tpu'"),
+        (["--ansor-extract-tasks=target=tpu"], "", r"invalid target=tpu: valid choices are llvm-cpu"),
+        (["--ansor-print-strategy=seed=0 rule=nosuchrule"], "", r"invalid rule=nosuchrule: valid choices are "),
         (["--pass-pipeline=builtin.module(ansor-frobnicate)"], "", r"unknown pass 'ansor-frobnicate'"),
-        ([], "", r"no pass given"),
         (["--ansor-extract-tasks"],
          "func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> { return %a : tensor<?xf32> }",
-         r"dynamic shapes"),
+         r"ansor-extract-tasks: <stdin>:1: function f has dynamic shapes"),
+        (["--ansor-emit-tuning-spec=log=none.jsonl", "--ansor-extract-tasks"], "",
+         r"ansor-emit-tuning-spec: <stdin>: no func.func to tune"),
+        (["--bogus"], "", r"unrecognized arguments: --bogus"),
     ],
 )
 def test_user_errors_are_one_line(args, stdin, message):
-    import re
-
     done = ansor_opt(*args, stdin=stdin)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ansor-opt: error: ")
+    assert len(lines) == 1 and lines[0].startswith("ansor-opt: error: "), done.stderr
     assert re.search(message, lines[0]), lines[0]
+    assert done.stdout == ""
 
 
 def test_unreadable_and_corrupt_logs(module, tmp_path):
@@ -56,11 +61,45 @@ def test_unreadable_and_corrupt_logs(module, tmp_path):
     corrupt.write_text("not json\n")
     done = ansor_opt(str(module), f"--ansor-apply-best=log={corrupt}")
     assert done.returncode == 0, done.stderr
-    assert "bad.jsonl:1: skipping corrupt record" in done.stderr
+    assert "ansor-opt: warning: " in done.stderr and "bad.jsonl:1: skipping corrupt record" in done.stderr
     assert corrupt.read_text() == "not json\n"
 
 
 def test_nothing_to_tune_is_explained(tmp_path):
     text = "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> }"
     done = ansor_opt(f"--ansor-tune=log={tmp_path / 'l.jsonl'}", stdin=text)
-    assert done.returncode == 1 and "nothing to tune" in done.stderr
+    assert done.returncode == 1 and "ansor-tune: <stdin>:1:" in done.stderr and "nothing to tune" in done.stderr
+
+
+def test_no_pass_parses_and_prints_the_same_text():
+    text = "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> }"
+    once = ansor_opt(stdin=text)
+    assert once.returncode == 0, once.stderr
+    assert once.stdout.startswith("module {\n  func.func @f(")
+    assert ansor_opt(stdin=once.stdout).stdout == once.stdout
+
+
+def test_split_input_file_processes_every_chunk_and_fails_if_one_does():
+    good = "func.func @f() { return }"
+    done = ansor_opt("--split-input-file", stdin=f"{good}\n// -----\nfunc.func @g( {{\n// -----\n{good}\n")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "ansor-opt: error: <stdin>: not valid MLIR: line 3:14: expected non-function type"
+    assert done.stdout.count("func.func @f()") == 2 and done.stdout.count("// -----\n") == 1
+
+
+def test_verify_diagnostics_status(tmp_path):
+    bad = "// expected-error @+1 {{expected non-function type}}\nfunc.func @g( {\n"
+    assert ansor_opt("--verify-diagnostics", stdin=bad).returncode == 0
+    wrong = bad.replace("non-function", "function")
+    done = ansor_opt("--verify-diagnostics", stdin=wrong)
+    assert done.returncode == 1
+    assert '<stdin>:1: error: expected error "expected function type" at line 2 was not produced' in done.stderr
+    assert "<stdin>:2: error: unexpected error: <stdin>: not valid MLIR: line 2:14" in done.stderr
+
+
+def test_version_names_the_record_schema():
+    done = ansor_opt("--version")
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("ansor-mlir ") and lines[1].startswith("IREE 3.13")
+    assert lines[2] == f"tuning record schema {FORMAT_VERSION}"
