@@ -22,7 +22,7 @@ from iree.compiler import ir
 from iree.compiler import version as iree_version
 
 from ansor_mlir import api
-from ansor_mlir.database.records import FORMAT_VERSION
+from ansor_mlir.database.records import FORMAT_VERSION, producer_versions
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.passes.diagnostics import Diagnostic, LocatedError, expectations, verify
 from ansor_mlir.passes.pass_options import PASSES, PassInvocation, parse_options, parse_pipeline, passes_help
@@ -101,12 +101,14 @@ def installed(package: str) -> str:
 
 
 def version_text() -> str:
+    """The versions a tuning record is stamped with, and IREE's in full."""
+    producers = dict(producer_versions())
     revision = ", ".join(f"{name} {rev[:12]}" for name, rev in iree_version.REVISIONS.items())
     return (
-        f"ansor-mlir {installed('ansor-mlir')}\n"
+        f"ansor-mlir {producers['ansor_mlir']}\n"
         f"IREE {iree_version.VERSION} ({revision}; iree-base-compiler {installed('iree-base-compiler')}, "
         f"iree-base-runtime {installed('iree-base-runtime')})\n"
-        f"tuning record schema {FORMAT_VERSION}\n"
+        f"tuning record schema {FORMAT_VERSION} (cost-model features {producers['features']})\n"
     )
 
 

@@ -296,17 +296,6 @@ def as_invocations(pipeline: str | Sequence[str | PassInvocation]) -> list[PassI
     return [item if isinstance(item, PassInvocation) else parse_pass(item) for item in pipeline]
 
 
-def pipeline_text(invocations: Sequence[PassInvocation]) -> str:
-    """The `--pass-pipeline` form of invocations (options that differ from their defaults)."""
-    items = []
-    for invocation in invocations:
-        spec = pass_spec(invocation.name)
-        changed = [f"{o.name}={shlex.quote(str(invocation.options[o.name]))}" for o in spec.options
-                   if invocation.options.get(o.name) != o.default]
-        items.append(invocation.name + ("{" + " ".join(changed) + "}" if changed else ""))
-    return "builtin.module(" + ", ".join(items) + ")"
-
-
 def passes_help() -> str:
     """Every pass with every option, its allowed values and default (for --help and --list-passes)."""
     lines = ["Passes (in order as --NAME[=\"KEY=VALUE ...\"], or --pass-pipeline=\"builtin.module(NAME{KEY=VALUE ...}, "
