@@ -10,7 +10,9 @@ Forms: `expected-error|warning|note|remark`, optionally `-re` (`{{...}}`
 inside the text is a regular expression), at the comment's own line, `@+N`,
 `@-N`, `@above`, `@below` (the nearest line that is not itself an
 expectation) or `@unknown` (a diagnostic about no line in particular). Every
-expected diagnostic must be produced and every produced one expected.
+expected diagnostic must be produced and every produced one expected. A pass
+that fails on a whole module (and a warning it gives) is reported at the
+module's line: its `module` keyword, or its first op when the module is implicit.
 """
 
 from __future__ import annotations
