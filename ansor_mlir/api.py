@@ -15,6 +15,7 @@ from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, best_records, read_records, upgrade_legacy
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_target
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
@@ -41,7 +42,10 @@ def read_source(source: str | Path, name: str | None = None) -> tuple[str, str]:
 
 
 def resolve_target(target: str | Target) -> Target:
-    return target if isinstance(target, Target) else parse_target(target)
+    """A target as IREE resolves it (its CPU's name, features, vector width and limits): records are keyed by it."""
+    if isinstance(target, Target):
+        return target if target.resolved_cpu else resolve_cpu_target(target)
+    return resolve_cpu_target(parse_target(target))
 
 
 def extract_tasks(
