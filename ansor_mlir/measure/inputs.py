@@ -23,10 +23,15 @@ def decode_array(data: bytes) -> np.ndarray:
 
 def make_inputs(task: Task, seed: int) -> list[np.ndarray]:
     """Fixed-seed random inputs for a task (same task and seed, same data)."""
-    digest = hashlib.sha256(f"{task.key}:{seed}".encode()).digest()
+    return make_arrays(task.input_types, f"{task.key}:{seed}")
+
+
+def make_arrays(types: tuple[str, ...] | list[str], key: str) -> list[np.ndarray]:
+    """Random arrays of the given tensor types, seeded by `key` (same key, same data)."""
+    digest = hashlib.sha256(key.encode()).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
     arrays = []
-    for ttype in task.input_types:
+    for ttype in types:
         inner = ttype[len("tensor<"):-1].split("x")
         shape, elem = [int(d) for d in inner[:-1]], inner[-1]
         if elem.startswith("f") or elem == "bf16":

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.target import Target
-from ansor_mlir.measure.runner import RunInput, Runner, RunResult
+from ansor_mlir.measure.runner import CompareInput, CompareResult, RunInput, Runner, RunResult
 
 
 @dataclass
@@ -43,6 +43,11 @@ class LocalRunner(Runner):
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ansor-run")
         return self._pool.submit(self._run_one, item)
+
+    def submit_compare(self, item: CompareInput) -> Future[CompareResult]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ansor-run")
+        return self._pool.submit(self._compare_one, item)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -84,6 +89,37 @@ class LocalRunner(Runner):
         finally:
             for path in [program, *scratch.glob("out*.npy")]:
                 path.unlink(missing_ok=True)
+
+    def _compare_one(self, item: CompareInput) -> CompareResult:
+        scratch = self._scratch_dir()
+        paths = []
+        for i, program in enumerate(item.programs):
+            path = scratch / f"compare{i}.vmfb"
+            path.write_bytes(program.vmfb)
+            paths.append(path)
+        request = {
+            "device": self.target.runtime_device(),
+            "compare": [str(p) for p in paths],
+            "function": item.programs[0].function,
+            "inputs": [self._array_file(data) for data in item.inputs],
+            "rounds": item.rounds,
+            "min_round_s": item.min_round_s,
+        }
+        limit = item.timeout_s or max(self.timeout_s, 4.0 * item.rounds * item.min_round_s * len(paths))
+        try:
+            response = self._ask(request, limit)
+        except (EOFError, OSError, ValueError):
+            self._stop_worker()
+            return CompareResult(error=ErrorKind.RUNTIME_ERROR, message="the timing worker crashed")
+        finally:
+            for path in paths:
+                path.unlink(missing_ok=True)
+        if response is None:
+            self._stop_worker()
+            return CompareResult(error=ErrorKind.RUN_TIMEOUT, message=f"no answer in {limit:.0f}s")
+        if "error" in response:
+            return CompareResult(error=ErrorKind.RUNTIME_ERROR, message=response["error"])
+        return CompareResult(tuple(tuple(s) for s in response["samples"]), wrong=tuple(response["wrong"]))
 
     def _answer(self, request: dict, limit: float) -> RunResult:
         try:

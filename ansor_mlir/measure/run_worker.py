@@ -94,11 +94,45 @@ def time_module(request: dict) -> dict:
     return response
 
 
+def compare_modules(request: dict) -> dict:
+    """Per program, the median of each round's calls, rounds alternating between programs; outputs checked
+    against the first program's."""
+    import iree.runtime as rt
+
+    inputs = [np.load(path) for path in request["inputs"]]
+    loaded, outputs = [], []
+    for path in request["compare"]:
+        config = rt.Config(request["device"])
+        ctx = rt.SystemContext(config=config)
+        with open(path, "rb") as f:
+            ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, f.read()))
+        fn = ctx.modules.module[request["function"]]
+        args = [rt.asdevicearray(config.device, x) for x in inputs]
+        result = fn(*args)
+        results = result if isinstance(result, tuple) else (result,)
+        outputs.append([np.asarray(o.to_host()) for o in results])
+        loaded.append((fn, args))
+    wrong = [i for i, outs in enumerate(outputs) if i and not all(
+        compare(out, ref)[0] for out, ref in zip(outs, outputs[0], strict=True))]
+    samples: list[list[float]] = [[] for _ in loaded]
+    for _ in range(request["rounds"]):
+        for i, (fn, args) in enumerate(loaded):
+            times = []
+            deadline = time.perf_counter() + request["min_round_s"]
+            while not times or time.perf_counter() < deadline:
+                start = time.perf_counter()
+                fn(*args)
+                times.append(time.perf_counter() - start)
+            samples[i].append(statistics.median(times))
+    return {"samples": samples, "wrong": wrong}
+
+
 def serve() -> None:
     """Answer JSON-line timing requests on stdin until it closes."""
     for line in sys.stdin:
         try:
-            response = time_module(json.loads(line))
+            request = json.loads(line)
+            response = compare_modules(request) if "compare" in request else time_module(request)
         except Exception as exc:  # a runtime failure of the candidate, reported as data
             response = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         sys.stdout.write(json.dumps(response) + "\n")

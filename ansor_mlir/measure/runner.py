@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from ansor_mlir.core.measure_result import MeasureResult
+from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.measure.builder import BuildResult, BuiltProgram
 
 
@@ -48,11 +48,46 @@ class RunResult:
     outputs: tuple[bytes, ...] = ()
 
 
+@dataclass(frozen=True)
+class CompareInput:
+    """Programs computing the same function, timed alternately round by round on the same inputs.
+
+    The first program is the baseline: every other program's outputs must
+    match its outputs. Alternating keeps the ratios honest on a noisy machine.
+    """
+
+    programs: tuple[BuiltProgram, ...]
+    inputs: tuple[bytes, ...]
+    rounds: int = 15
+    # Each round calls each program repeatedly for at least this long and keeps the round's median.
+    min_round_s: float = 0.05
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """Per program, one median per round (seconds), or why there is none; `wrong` lists programs whose
+    outputs differ from the baseline's."""
+
+    samples: tuple[tuple[float, ...], ...] = ()
+    error: ErrorKind = ErrorKind.NONE
+    message: str = ""
+    wrong: tuple[int, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error == ErrorKind.NONE and bool(self.samples)
+
+
 class Runner(ABC):
     """Measures run inputs; `submit` returns at once, the future holds the result."""
 
     @abstractmethod
     def submit(self, item: RunInput) -> Future[RunResult]: ...
+
+    def submit_compare(self, item: CompareInput) -> Future[CompareResult]:
+        """Time programs alternately (whole-program verification); runners that cannot say so."""
+        raise NotImplementedError(f"{type(self).__name__} cannot time programs alternately")
 
     def run(self, items: Sequence[RunInput]) -> list[RunResult]:
         """Submit all, wait for all: results in the order of `items`."""
