@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ansor_mlir.measure.run_worker import placements
+
 
 @dataclass(frozen=True)
 class Contender:
@@ -48,18 +50,29 @@ def time_alternately(
     min_round_s: float = 0.05,
     device: str = "local-sync",
 ) -> dict[str, float]:
-    """Median seconds per call of each contender, timed in interleaved rounds."""
+    """Median seconds per call of each contender, timed in interleaved rounds.
+
+    All contenders run on one device, and each round gives all of them the
+    same inputs, rotating over several placements in memory
+    (`run_worker.placements`): a binary's time depends on where its operands
+    sit, and a contender must not win by its buffers' addresses.
+    """
     import iree.runtime as rt
 
+    config = rt.Config(device)
     loaded = {}
     for c in contenders:
-        fn, config = load_function(c.vmfb, c.function, device)
-        args = [rt.asdevicearray(config.device, x) for x in inputs]
-        fn(*args)
-        loaded[c.name] = (fn, args)
+        ctx = rt.SystemContext(config=config)
+        data = c.vmfb if isinstance(c.vmfb, bytes) else c.vmfb.read_bytes()
+        ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, data))
+        fn = ctx.modules.module[c.function]
+        fn(*[rt.asdevicearray(config.device, x) for x in inputs])
+        loaded[c.name] = fn
+    rotation = placements(config.device, inputs)
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
-    for _ in range(rounds):
-        for name, (fn, args) in loaded.items():
+    for round_index in range(rounds):
+        args = rotation[round_index % len(rotation)]
+        for name, fn in loaded.items():
             deadline = time.perf_counter() + min_round_s
             while True:
                 start = time.perf_counter()
