@@ -2,7 +2,8 @@
 
 All randomness comes from the `random.Random` passed in, so the same seed
 gives the same candidates. Constraints that we know IREE rejects (or that
-make compile time explode) are checked here, before anything is compiled.
+make compile time explode) are checked here, before anything is compiled,
+against the target's own limits (`space.limits`).
 """
 
 from __future__ import annotations
@@ -28,15 +29,10 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.space import dag as dags
 from ansor_mlir.space.decisions import FUSION
+from ansor_mlir.space.limits import limits
 from ansor_mlir.space.resolve import Resolved, has_interior_unit_dim, input_tiles, resolve
 
-# IREE's CPU backend rejects vectors above 32 KiB; we stay well inside it so
-# unrolled vector code (and compile time) stays small.
-MAX_VECTOR_BYTES = 16 * 1024
-MAX_ACCUMULATOR_BYTES = 4 * 1024
 MAX_TRIES = 200
-# IREE's CPU backend limit on a function's stack allocations.
-MAX_STACK_BYTES = 32 * 1024
 
 
 @lru_cache(maxsize=4096)
@@ -134,14 +130,15 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
     codegen sees it."""
     sketch, task, root, reg = resolved.sketch, resolved.task, resolved.root, resolved.register
     elem = task.root.element_bytes
+    limit = limits(target)
     rfactor, packed = sketch.has(Rfactor), sketch.has(Pack)
     parallel = prod(t for t, it in zip(reg, root.iterator_types, strict=True) if it == "parallel")
     # rfactor keeps a vector of partial sums per output: the split reduction tile is accumulator too.
     accumulator = parallel * (reg[root.reduction_dims[-1]] if rfactor else 1)
-    if accumulator * elem > MAX_ACCUMULATOR_BYTES or prod(reg) * elem > MAX_VECTOR_BYTES:
+    if accumulator * elem > limit.accumulator_bytes or prod(reg) * elem > limit.vector_bytes:
         return False
     extra = prod(size for tiles in resolved.consumer_tiles.values() for size in tiles.values())
-    if parallel * extra * elem > MAX_VECTOR_BYTES:
+    if parallel * extra * elem > limit.vector_bytes:
         return False
     lanes = target.vector_lanes(elem)
     outputs = dags.output_dims(root)
@@ -157,12 +154,12 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
     stack = wg_output * elem if (outer and resolved.dag.consumers) or whole else 0
     if packed:
         stack += resolved.packed_panel_bytes
-    if stack > MAX_STACK_BYTES:
+    if stack > limit.stack_bytes:
         return False
     # A packed strategy folds no unit dims, so interior unit tiles are fine there.
     if not packed and any(has_interior_unit_dim(t) for t in resolved.output_tiles):
         return False
-    if sketch.has(Pad) and not padded_tiles_are_sound(resolved, lanes):
+    if sketch.has(Pad) and not padded_tiles_are_sound(resolved, lanes, limit.stack_bytes):
         return False
     if rfactor:
         split = reg[root.reduction_dims[-1]]
@@ -170,10 +167,10 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
     return True
 
 
-def padded_tiles_are_sound(resolved: Resolved, lanes: int) -> bool:
+def padded_tiles_are_sound(resolved: Resolved, lanes: int, stack_bytes: int) -> bool:
     """Register tiles of a padded sketch: within the tile above (or that tile rounded up to whole
-    vectors: 109 -> 112, never 1 -> 16), padded operand panels within IREE's stack limit (GMM
-    109^3: a 109x80 panel of B needed 34 KiB), and no operand tile with an interior unit dimension.
+    vectors: 109 -> 112, never 1 -> 16), padded operand panels within IREE's stack limit `stack_bytes`
+    (GMM 109^3: a 109x80 panel of B needed 34 KiB of 32), and no operand tile with an interior unit dimension.
 
     Padding materialises every operand tile of the root (`tensor<1x4x1xf32>`
     for a 4-row, 1-deep matmul tile), and such a tile hits the same
@@ -192,7 +189,7 @@ def padded_tiles_are_sound(resolved: Resolved, lanes: int) -> bool:
         rounded = bound >= lanes and chain[-1] == round_up(bound, lanes)
         if chain[-1] > bound and not rounded:
             return False
-    if resolved.padded_panel_bytes > MAX_STACK_BYTES:
+    if resolved.padded_panel_bytes > stack_bytes:
         return False
     return not any(has_interior_unit_dim(t) for t in input_tiles(resolved))
 
@@ -207,9 +204,10 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
     tiles = tile_knobs(sketch.knobs)
     parallel = [inner[k.dim] for k in tiles if k.kind != REDUCTION]
     reduction = [inner[k.dim] for k in tiles if k.kind == REDUCTION]
-    if prod(parallel) * elem > MAX_ACCUMULATOR_BYTES:
+    limit = limits(target)
+    if prod(parallel) * elem > limit.accumulator_bytes:
         return False
-    if prod(parallel) * prod(reduction) * elem > MAX_VECTOR_BYTES:
+    if prod(parallel) * prod(reduction) * elem > limit.vector_bytes:
         return False
     lanes = target.vector_lanes(elem)
     innermost = max((k for k in tiles if k.kind != REDUCTION), key=lambda k: k.dim, default=None)
@@ -217,7 +215,7 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
         tile = inner[innermost.dim]
         if tile % lanes and tile != innermost.extent:
             return False
-    return pipeline_consumer_vector_elements(sketch, values, task) * elem <= MAX_VECTOR_BYTES
+    return pipeline_consumer_vector_elements(sketch, values, task) * elem <= limit.vector_bytes
 
 
 def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task) -> int:
@@ -227,7 +225,7 @@ def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[in
     distribution (the cache tile when there is one), and a consumer loop the
     root does not have (softmax's normalisation over the root's reduction loop) is never
     tiled: a 256-row cache tile of a 1536x128 softmax becomes a 256x128
-    vector, which IREE rejects (over 32 KiB). 41 of 64 random softmax
+    vector, which IREE rejects (128 KiB, over its limit on any x86 CPU). 41 of 64 random softmax
     configurations failed this way before the check.
     """
     dag = dags.task_dag(task)
