@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from iree.compiler import ir
 
@@ -15,10 +17,12 @@ from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, best_records, read_records, upgrade_legacy
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.model_source import ModelSource, is_model_reference, load_model
 from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_target
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
-from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
+from ansor_mlir.mlir.iree_module import CompiledModel
 from ansor_mlir.passes.ansor_passes import Toolkit
 from ansor_mlir.passes.pipeline import AfterPass, PassInvocation, PipelineResult
 from ansor_mlir.passes.pipeline import run_pipeline as _run_pipeline
@@ -31,14 +35,22 @@ from ansor_mlir.tuning.tuner import TuneOptions, Tuner
 BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"
 
 
-def read_source(source: str | Path, name: str | None = None) -> tuple[str, str]:
-    """(text, name) of a module given as MLIR text (`str`) or a file (`Path`)."""
-    if isinstance(source, Path):
+def read_source(source: str | Path | ModelSource | Any, name: str | None = None) -> tuple[str, str]:
+    """(text, name) of a module given as MLIR text (`str`), a file (`Path`), or a model.
+
+    Models (a `.onnx` path, `file.py:factory`, an `onnx.ModelProto`, a
+    `(torch.nn.Module, example_inputs)` pair, a `ModelSource`) are imported by
+    `load_model`; their text names the weights as parameters (see `compile`).
+    """
+    if isinstance(source, Path) and not is_model_reference(str(source)):
         try:
             return source.read_text(encoding="utf-8"), name or str(source)
         except (OSError, UnicodeDecodeError) as exc:
             raise AnsorError(f"cannot read {source}: {exc}") from None
-    return source, name or "<input>"
+    if isinstance(source, str) and not is_model_reference(source):
+        return source, name or "<input>"
+    model = load_model(source, name=name)
+    return model.text, model.name
 
 
 def resolve_target(target: str | Target) -> Target:
@@ -189,6 +201,44 @@ def emit_tuning_spec(
         if task.key in best and task.tunable and not best[task.key].is_default
     ]
     return render_spec(entries)
+
+
+# Whole models compile for longer and in more memory than one task's candidates.
+MODEL_COMPILE_TIMEOUT_S = 1800.0
+MODEL_COMPILE_MEMORY_BYTES = 16 * 1024**3
+
+
+def compile(
+    model: str | Path | ModelSource | Any,
+    target: str | Target = "llvm-cpu",
+    log: str | Path | None = None,
+    example_inputs: Sequence[Any] | Any | None = None,
+    *,
+    name: str | None = None,
+    embed_parameters: bool = True,
+) -> CompiledModel:
+    """The model built by IREE with the best recorded configuration of each task: a runnable module.
+
+    Without `log`, IREE's own configurations (the untuned baseline, built from
+    the same imported IR). The weights are embedded in the program
+    (`--iree-parameter-import`), or with `embed_parameters=False` kept beside
+    it and handed to the runtime as a parameter provider.
+    """
+    source = load_model(model, example_inputs, name=name)
+    tgt = resolve_target(target)
+    text = apply_best(source.text, log, tgt, source.name) if log is not None else source.text
+    with tempfile.TemporaryDirectory(prefix="ansor-compile-") as tmp:
+        flags = tgt.compile_flags()
+        if source.parameters and embed_parameters:
+            flags = [*flags, *source.import_flags(source.write_parameters(Path(tmp) / "weights.irpa"))]
+        out = Path(tmp) / "model.vmfb"
+        result = compile_vmfb(text, flags, out, timeout_s=MODEL_COMPILE_TIMEOUT_S,
+                              memory_bytes=MODEL_COMPILE_MEMORY_BYTES)
+        if not result.ok:
+            raise AnsorError(f"{source.name}: IREE could not compile it: {first_error_line(result.stderr)}")
+        vmfb = out.read_bytes()
+    kept = b"" if embed_parameters else source.parameters
+    return CompiledModel(vmfb, source.entry, tgt.runtime_device(), kept, source.scope)
 
 
 def run_pipeline(

@@ -24,6 +24,7 @@ from iree.compiler import version as iree_version
 from ansor_mlir import api
 from ansor_mlir.database.records import FORMAT_VERSION, producer_versions
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.model_source import is_model_reference
 from ansor_mlir.passes.diagnostics import Diagnostic, LocatedError, expectations, verify
 from ansor_mlir.passes.pass_options import PASSES, PassInvocation, parse_options, parse_pipeline, passes_help
 from ansor_mlir.passes.source import (
@@ -33,6 +34,7 @@ from ansor_mlir.passes.source import (
     module_line,
     new_context,
     print_module,
+    read_model,
     read_module,
     split_input,
 )
@@ -70,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    parser.add_argument("input", nargs="?", default="-", help="input .mlir file (default: stdin)")
+    parser.add_argument("input", nargs="?", default="-",
+                        help="input .mlir file (default: stdin), .onnx model, or PyTorch model as file.py:factory")
     parser.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
     parser.add_argument("--pass-pipeline", dest="pipeline", metavar="PIPELINE",
                         help="the passes as builtin.module(PASS{KEY=VALUE ...}, ...)")
@@ -82,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the IR after every pass to stderr")
     parser.add_argument("--mlir-elide-elementsattrs-if-larger", dest="elide", type=non_negative, metavar="N",
                         help="print elements attributes with more than N elements elided")
+    parser.add_argument("--params-out", metavar="FILE",
+                        help="where a model input's weights go (default: beside it, MODEL.irpa); run the compiled "
+                             "program with --parameters=model=FILE")
     parser.add_argument("--allow-unregistered-dialect", action="store_true",
                         help="accept ops of dialects neither IREE nor ansor defines")
     parser.add_argument("--list-passes", action="store_true", help="list the passes and their options")
@@ -120,9 +126,12 @@ def invocations_of(args: argparse.Namespace) -> list[PassInvocation]:
     return [parse_options(name, options) for name, options in args.passes]
 
 
-def read_input(path: str) -> tuple[str, str]:
+def read_input(path: str, parameters_out: str | None = None) -> tuple[str, str]:
+    """MLIR from a file or stdin; a model (`.onnx`, `file.py:factory`) is imported, its weights written aside."""
     if path == "-":
         return sys.stdin.read(), "<stdin>"
+    if is_model_reference(path):
+        return read_model(path, Path(parameters_out) if parameters_out else None)
     try:
         return Path(path).read_text(encoding="utf-8"), path
     except FileNotFoundError:
@@ -202,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         invocations = invocations_of(args)
-        text, name = read_input(args.input)
+        text, name = read_input(args.input, args.params_out)
         output, ok = process(text, name, invocations, args)
         write_output(args.output, output)
     except AnsorError as exc:

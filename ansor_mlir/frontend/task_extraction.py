@@ -31,6 +31,7 @@ from ansor_mlir.mlir.iree_compiler import compile_to_phase, first_error_line, ru
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
 STORE = "iree_tensor_ext.dispatch.tensor.store"
 DISPATCH = "flow.dispatch"
+INITIALIZER = "util.initializer"
 STRUCTURAL_SKIP = {"linalg.fill", "linalg.yield", "linalg.index"}
 ARITH_PREFIXES = ("arith.", "math.")
 # `flow.dispatch` operand segments: workload, arguments, argument dims, result dims.
@@ -69,7 +70,7 @@ def tasks_from_flow(flow_text: str, target: Target, what: str) -> list[Task]:
     ctx = new_context()
     module = parse_module(flow_text, f"{what} (IREE flow output)", ctx)
     sites = dispatch_sites(module.operation)
-    counts = Counter(_executable_of(site) for site in sites)
+    counts = Counter(_executable_of(site) for site in sites if not in_initializer(site))
     by_key: dict[str, Task] = {}
     for exe in ops_of(module.body):
         if exe.name != "flow.executable":
@@ -77,9 +78,9 @@ def tasks_from_flow(flow_text: str, target: Target, what: str) -> list[Task]:
         exe_name = ir.StringAttr(exe.attributes["sym_name"]).value
         dispatch = canonical_dispatch(dispatch_function(exe), _binding_types(exe_name, sites))
         task = task_from_dispatch(dispatch, exe_name, target, ctx) if dispatch else None
-        if task is None:
+        if task is None or exe_name not in counts:  # dispatched only while the program loads
             continue
-        weight = counts.get(exe_name, 1)
+        weight = counts[exe_name]
         if task.key in by_key:
             prev = by_key[task.key]
             by_key[task.key] = prev.with_weight(prev.weight + weight)
@@ -105,6 +106,17 @@ def walk(op: ir.Operation) -> Iterator[ir.Operation]:
 def dispatch_sites(module: ir.Operation) -> list[ir.Operation]:
     """The module's `flow.dispatch` ops, in program order."""
     return [op for op in walk(module) if op.name == DISPATCH]
+
+
+def in_initializer(op: ir.Operation) -> bool:
+    """Whether `op` sits in a `util.initializer`: work IREE hoisted out of the program to run once, when it loads
+    (math on weights read from parameters, such as folding batch-norm statistics), not on every call."""
+    parent = op.parent
+    while parent is not None:
+        if parent.name == INITIALIZER:
+            return True
+        parent = parent.parent
+    return False
 
 
 def _executable_of(site: ir.Operation) -> str:

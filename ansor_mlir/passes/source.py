@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from iree.compiler import ir
 
 from ansor_mlir.dialect.ansor_ir import walk
 from ansor_mlir.dialect.verify import irdl_error
+from ansor_mlir.frontend.model_source import load_model
+from ansor_mlir.frontend.torch_import import FACTORY_SEPARATOR, is_factory_reference
 from ansor_mlir.passes.diagnostics import LocatedError
 
 SPLIT_MARKER = "// -----"
@@ -45,6 +48,28 @@ def split_input(text: str, marker: str = SPLIT_MARKER) -> list[Chunk]:
 def join_outputs(texts: list[str], marker: str = SPLIT_MARKER) -> str:
     """Chunk outputs joined as mlir-opt joins them."""
     return (marker + "\n").join(texts)
+
+
+def parameters_path(reference: str) -> Path:
+    """Where a model's weights go by default: beside it (`model.onnx` -> `model.irpa`, `nets.py:resnet18` ->
+    `nets_resnet18.irpa`)."""
+    if is_factory_reference(reference):
+        path, _, factory = reference.rpartition(FACTORY_SEPARATOR)
+        return Path(path).with_name(Path(path).stem + "_" + factory + ".irpa")
+    return Path(reference).with_suffix(".irpa")
+
+
+def read_model(reference: str, parameters_out: Path | None = None) -> tuple[str, str]:
+    """(text, name) of a model named on the command line (`.onnx` or `file.py:factory`), imported to linalg.
+
+    The text names its weights as parameters of scope `model`; they are written
+    to `parameters_out` (default `parameters_path`), for
+    `iree-run-module --parameters=model=FILE` or `iree-compile --iree-parameter-import=model=FILE`.
+    """
+    source = load_model(reference)
+    if source.parameters:
+        source.write_parameters(parameters_out or parameters_path(reference))
+    return source.text, source.name
 
 
 def new_context() -> ir.Context:
