@@ -43,6 +43,32 @@ def producer_versions() -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(frozen=True)
+class ProgramCheck:
+    """The user's whole program built with one task's candidate, timed alternately against IREE's default
+    build of the same program: per-round speedups (default / tuned), their quartiles, and the verdict."""
+
+    default_s: float
+    tuned_s: float
+    ratio_low: float
+    ratio: float
+    ratio_high: float
+    rounds: int
+    accepted: bool
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {"default_s": self.default_s, "tuned_s": self.tuned_s, "ratio_low": self.ratio_low,
+                "ratio": self.ratio, "ratio_high": self.ratio_high, "rounds": self.rounds,
+                "accepted": self.accepted, "reason": self.reason}
+
+    @staticmethod
+    def from_dict(data: dict) -> ProgramCheck:
+        return ProgramCheck(float(data["default_s"]), float(data["tuned_s"]), float(data["ratio_low"]),
+                            float(data["ratio"]), float(data["ratio_high"]), int(data["rounds"]),
+                            bool(data["accepted"]), str(data.get("reason", "")))
+
+
+@dataclass(frozen=True)
 class Record:
     """One measured candidate: what was built (its trace and decisions), for which target, and how it did.
 
@@ -65,6 +91,8 @@ class Record:
     # Older schemas: the rules and family that derived the sketch at `candidate.sketch_index`.
     legacy_rules: tuple[str, ...] = ()
     legacy_family: Family = Family.PIPELINE
+    # Set on a verification record: the candidate's task measurement (`result`) checked in the whole program.
+    program: ProgramCheck | None = None
 
     @property
     def family(self) -> Family:
@@ -97,6 +125,7 @@ class Record:
                 "timestamp": round(self.timestamp, 3),
                 "versions": dict(self.versions),
                 "fingerprint": self.fingerprint,
+                **({"program": self.program.to_dict()} if self.program else {}),
             },
             sort_keys=True,
         )
@@ -126,6 +155,7 @@ class Record:
             timestamp=float(data["timestamp"]),
             versions=tuple(sorted((str(k), str(v)) for k, v in data.get("versions", {}).items())),
             fingerprint=str(data.get("fingerprint", "")),
+            program=ProgramCheck.from_dict(data["program"]) if data.get("program") else None,
             legacy_rules=rules if sketch is None else (),
             legacy_family=Family(data["sketch"].get("family", Family.PIPELINE.value)),
         )
@@ -175,7 +205,7 @@ def task_history(
     """
     by_digest = {s.digest: s.index for s in sketches}
     mine = [r for r in records if for_target(r, target_key, fingerprint) and r.task_key == task_key
-            and r.result.error != ErrorKind.NOT_MEASURED]
+            and r.result.error != ErrorKind.NOT_MEASURED and r.program is None]
     out = []
     for record in upgrade_legacy(mine, task_key, sketches):
         index = by_digest.get(record.sketch.digest, -1)
@@ -226,24 +256,42 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def best_records(records: list[Record], target_key: str, fingerprint: str = "") -> dict[str, Record]:
-    """Fastest correct record per task for one target (and machine, `for_target`); others are ignored.
+    """The record to apply per task for one target (and machine, `for_target`); others are ignored.
 
-    A task with no measured record falls back to its latest zero-trial pick
-    (chosen by the cost model alone), so a measurement always wins over a guess.
+    A task whose candidates were checked in the whole program gets its
+    accepted candidate with the best program speedup, or, when the program
+    rejected them all, IREE's default (its sketch-zero record): what the
+    program measured beats what the task measured. Otherwise the fastest
+    correct task measurement; a task with none falls back to its latest
+    zero-trial pick (chosen by the cost model alone), so a measurement always
+    wins over a guess.
     """
     best: dict[str, Record] = {}
     guesses: dict[str, Record] = {}
+    defaults: dict[str, Record] = {}
+    checked: dict[str, dict[str, Record]] = {}
     for record in records:
         if not for_target(record, target_key, fingerprint):
+            continue
+        if record.program is not None:
+            checked.setdefault(record.task_key, {})[record.candidate.identity] = record  # the latest check counts
             continue
         if record.result.error == ErrorKind.NOT_MEASURED:
             guesses[record.task_key] = record
             continue
         if not record.ok:
             continue
+        if record.is_default:
+            defaults.setdefault(record.task_key, record)
         current = best.get(record.task_key)
         if current is None or record.result.median_s < current.result.median_s:
             best[record.task_key] = record
+    for task_key, checks in checked.items():
+        accepted = [r for r in checks.values() if r.program.accepted]
+        if accepted:
+            best[task_key] = max(accepted, key=lambda r: r.program.ratio)
+        elif task_key in defaults:
+            best[task_key] = defaults[task_key]
     return {**guesses, **best}
 
 

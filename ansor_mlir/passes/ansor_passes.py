@@ -100,6 +100,7 @@ def tune_options(invocation: PassInvocation) -> TuneOptions:
         cost_model=model if isinstance(model, Path) else None,
         pretrained=model != NO_MODEL,
         batch_size=int(invocation["batch"]),
+        verify=int(invocation["verify"]),
         progress=bool(invocation["progress"]),
     )
 

@@ -182,6 +182,8 @@ PASSES: dict[str, PassSpec] = {
                 Option("model", "cost model to start from", model_choice, f"{SHIPPED_MODEL}|{NO_MODEL}|FILE",
                        SHIPPED_MODEL),
                 Option("batch", "candidates per measured batch", integer(1, 4096), "1..4096", 8),
+                Option("verify", "best candidates per task checked in the whole program against IREE's default "
+                       "(part of trials; 0: none)", integer(0, 64), "0..64", 2),
                 Option("progress", "show a progress bar and a final table", integer(0, 1), "0|1", 1),
             ),
         ),

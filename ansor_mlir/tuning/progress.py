@@ -68,11 +68,13 @@ def status(results: Sequence[TaskResult]) -> str:
 
 
 def results_table(results: Sequence[TaskResult]) -> Table:
+    """Per task: the log's speedup (the task timed alone) beside the program's (the whole program timed
+    against IREE's default build) and what is applied."""
     table = Table(title="ansor-mlir tuning results")
-    for column in ("task", "weight", "GFLOP", "trials", "failed", "IREE default", "tuned", "speedup", "best sketch"):
+    for column in ("task", "weight", "GFLOP", "trials", "failed", "IREE default", "tuned", "speedup (log)",
+                   "speedup (program)", "applied"):
         table.add_column(column, justify="right" if column != "task" else "left")
     for r in results:
-        best = r.best_record
         table.add_row(
             r.task.name,
             str(r.task.weight),
@@ -82,6 +84,18 @@ def results_table(results: Sequence[TaskResult]) -> Table:
             f"{r.default_s * 1e3:.3f} ms" if r.default_s else "-",
             f"{r.best_s * 1e3:.3f} ms" if r.best_s else "-",
             f"{r.speedup:.2f}x" if r.speedup else "-",
-            f"s{best.candidate.sketch_index} {'+'.join(best.rules)}" if best else "-",
+            f"{r.program_speedup:.2f}x" if r.program_speedup else "-",
+            applied(r),
         )
     return table
+
+
+def applied(result: TaskResult) -> str:
+    """What the tuned program uses for the task, and why."""
+    best = result.applied_record or result.best_record
+    if result.fell_back:
+        return f"IREE default ({result.verified} checked, none faster in the program)"
+    if best is None or best.is_default:
+        return "IREE default"
+    sketch = f"s{best.candidate.sketch_index} {'+'.join(best.rules)}"
+    return f"{sketch} (program-checked)" if result.program_speedup else f"{sketch} (log)"

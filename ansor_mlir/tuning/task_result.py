@@ -19,6 +19,13 @@ class TaskResult:
     trials: int = 0
     failures: int = 0
     errors: dict[str, int] = field(default_factory=dict)
+    # Whole-program verification: candidates checked, the best accepted program speedup, and whether
+    # every checked candidate lost in the program (IREE's default is applied then).
+    verified: int = 0
+    program_speedup: float | None = None
+    fell_back: bool = False
+    # The record the tuned program applies, once verification decided it.
+    applied_record: Record | None = None
 
     @property
     def speedup(self) -> float | None:

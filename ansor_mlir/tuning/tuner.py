@@ -38,6 +38,7 @@ from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.task_scheduler import RoundRobin, TaskScheduler
+from ansor_mlir.tuning.verification import ProgramVerifier, summarize
 
 REFERENCE_TIMEOUT_S = 600.0
 
@@ -59,6 +60,10 @@ class TuneOptions:
     min_time_s: float = 0.1
     # Show the progress bar and results table (the surfaces attach the console callback).
     progress: bool = True
+    # Whole-program verification (`tuning.verification`): the best candidates per task checked in the user's
+    # program against IREE's default build; they count toward `trials` (0: no verification).
+    verify: int = 2
+    verify_rounds: int = 15
 
 
 @dataclass
@@ -118,7 +123,7 @@ class Tuner:
         self.runner = runner or LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
 
     def tune_module(self, text: str, what: str) -> list[TaskResult]:
-        return self.tune_tasks(self.tunable_tasks(text, what))
+        return self.tune_tasks(self.tunable_tasks(text, what), program=(text, what))
 
     def tunable_tasks(self, text: str, what: str) -> list[Task]:
         tasks = extract_tasks(text, self.target, what)
@@ -167,16 +172,20 @@ class Tuner:
         result = MeasureResult(ErrorKind.NOT_MEASURED, message="no model pick compiled; IREE's default")
         return self._record(session, fallback, by_index[0], result)
 
-    def tune_tasks(self, tasks: list[Task]) -> list[TaskResult]:
+    def tune_tasks(self, tasks: list[Task], program: tuple[str, str] | None = None) -> list[TaskResult]:
+        """Search every task; with the user's `program` (text, name), then check the best candidates in it."""
         records = read_records(self.options.log)
+        verify = self.options.verify if program is not None and self.options.trials > self.options.verify else 0
         try:
             sessions = [self._open_session(task, records) for task in tasks]
             results = [s.result for s in sessions]
-            left = [max(0, self.options.trials - r.trials) for r in results]
+            left = [max(0, self.options.trials - verify - r.trials) for r in results]
             for callback in self.callbacks:
                 callback.on_start(results, sum(left))
             try:
                 self._search(sessions, left)
+                if verify and program is not None:
+                    self._verify(program, results, verify)
             finally:
                 for callback in self.callbacks:
                     callback.on_end(results)
@@ -184,6 +193,17 @@ class Tuner:
             self.builder.close()
             self.runner.close()
         return results
+
+    def _verify(self, program: tuple[str, str], results: list[TaskResult], count: int) -> None:
+        """Whole-program verification of each task's best candidates; the verdicts go to the log."""
+        for callback in self.callbacks:
+            callback.on_note(f"checking up to {count} candidates per task in the whole program")
+        verifier = ProgramVerifier(self.target, self.builder, self.runner, count, self.options.verify_rounds,
+                                   self.options.seed)
+        records = read_records(self.options.log)
+        checks = verifier.verify(*program, results, records)
+        append_records(self.options.log, checks)
+        summarize(results, records + checks, self.target)
 
     def _open_session(self, task: Task, records: list[Record]) -> TaskSession:
         flow_text = compile_to_phase(task_module(task), self.target.compile_flags(), "flow", task.name)

@@ -9,6 +9,7 @@
 // RUN: not ansor-opt %s --ansor-tune="policy=greedy" 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not ansor-opt %s --ansor-tune="model=%t.no-such-model.json" 2>&1 | FileCheck %s --check-prefix=MODEL
 // RUN: not ansor-opt %s --ansor-tune="batch=0" 2>&1 | FileCheck %s --check-prefix=BATCH
+// RUN: not ansor-opt %s --ansor-tune="verify=65" 2>&1 | FileCheck %s --check-prefix=VERIFY
 // RUN: not ansor-opt %s --ansor-tune="progress=2" 2>&1 | FileCheck %s --check-prefix=PROGRESS
 // RUN: not ansor-opt %s --ansor-print-strategy="seed=0 rule=nosuchrule" 2>&1 | FileCheck %s --check-prefix=RULE
 // RUN: not ansor-opt %s --ansor-apply-best="log=" 2>&1 | FileCheck %s --check-prefix=LOG
@@ -28,11 +29,12 @@
 // POLICY: ansor-opt: error: pass 'ansor-tune': invalid policy=greedy: valid choices are evolutionary, random
 // MODEL: ansor-opt: error: pass 'ansor-tune': invalid model={{.*}}no-such-model.json: no such file; valid choices are shipped (the model in the package), none (learn from this run only) or a cost model file
 // BATCH: ansor-opt: error: pass 'ansor-tune': invalid batch=0: out of range: expected an integer in [1, 4096]
+// VERIFY: ansor-opt: error: pass 'ansor-tune': invalid verify=65: out of range: expected an integer in [0, 64]
 // PROGRESS: ansor-opt: error: pass 'ansor-tune': invalid progress=2: out of range: expected an integer in [0, 1]
 // RULE: ansor-opt: error: pass 'ansor-print-strategy': invalid rule=nosuchrule: valid choices are iree-default, multi-level-tiling, multi-level-tiling-cached, td-multi-level-tiling, td-multi-level-tiling-cached, rfactor, padding, packing, decompose
 // LOG: ansor-opt: error: pass 'ansor-apply-best': invalid log=: expected a file name
 // REQUIRED: ansor-opt: error: pass 'ansor-emit-tuning-spec': missing required option log=...
-// NAME: ansor-opt: error: pass 'ansor-tune': unknown option 'tirals' (accepted: target, cpu, threads, trials, log, seed, policy, model, batch, progress)
+// NAME: ansor-opt: error: pass 'ansor-tune': unknown option 'tirals' (accepted: target, cpu, threads, trials, log, seed, policy, model, batch, verify, progress)
 // TWICE: ansor-opt: error: pass 'ansor-tune': option 'seed' given twice
 // PASS: ansor-opt: error: unknown pass 'ansor-frobnicate': available passes are ansor-extract-tasks, ansor-generate-sketches, ansor-tune, ansor-apply-best, ansor-emit-tuning-spec, ansor-emit-transform-library, ansor-print-strategy
 // BRACES: ansor-opt: error: --pass-pipeline: unbalanced braces in 'ansor-tune{trials=1'

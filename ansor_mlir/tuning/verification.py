@@ -1,0 +1,143 @@
+"""Whole-program verification: a task's choice must make the user's program faster, not just the task.
+
+After the search, the best measured candidates of each task are built into
+the user's whole program (IREE's flow-level module with only that task's
+configuration attached) and timed alternately against IREE's default build
+of the same module, round by round on the same freshly placed inputs
+(`Runner.submit_compare`), the IREE tuner's model-benchmark phase after its
+dispatch phase. A candidate is accepted only when its program wins beyond
+the measured noise (`judge`); the verdicts are appended to the log as
+records carrying a `ProgramCheck`, and `database.records.best_records` then
+applies the accepted candidate with the best program speedup, or IREE's
+default when every candidate lost. Resuming skips candidates already checked.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
+from ansor_mlir.core.schedule import Family
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task
+from ansor_mlir.database.records import ProgramCheck, Record, best_records, for_target, now
+from ansor_mlir.frontend.entry_point import entry_point
+from ansor_mlir.measure.builder import Builder, BuildInput, BuiltProgram
+from ansor_mlir.measure.inputs import encode_array, make_arrays
+from ansor_mlir.measure.runner import CompareInput, Runner
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.tuning.task_result import TaskResult
+
+# A candidate must speed the program up by at least this much (median of the per-round speedups) ...
+MIN_GAIN = 0.01
+
+
+def judge(default_s: Sequence[float], tuned_s: Sequence[float], min_gain: float = MIN_GAIN) -> ProgramCheck:
+    """Accept a tuned program only when it wins beyond the noise of the alternated rounds.
+
+    Round `i` timed both programs on the same inputs, so `default_s[i] /
+    tuned_s[i]` is a paired speedup. Accepted: the median speedup is at least
+    `1 + min_gain` and the lower quartile is above 1 (the tuned program won
+    at least three rounds in four), so one lucky round cannot carry it.
+    """
+    ratios = sorted(d / t for d, t in zip(default_s, tuned_s, strict=True))
+    low, mid, high = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else (ratios[0],) * 3
+    accepted = mid >= 1.0 + min_gain and low > 1.0
+    reason = "" if accepted else (
+        f"the program is not faster beyond the noise (speedup {mid:.3f}, lower quartile {low:.3f})")
+    return ProgramCheck(statistics.median(default_s), statistics.median(tuned_s), low, mid, high, len(ratios),
+                        accepted, reason)
+
+
+def to_verify(records: list[Record], result: TaskResult, target: Target, count: int) -> list[Record]:
+    """The task's `count` fastest correct non-default candidates that the program has not yet checked."""
+    key = result.task.key
+    mine = [r for r in records if r.task_key == key and for_target(r, target.key, target.fingerprint)]
+    checked = {r.candidate.identity for r in mine if r.program is not None}
+    measured = sorted((r for r in mine if r.program is None and r.ok and not r.is_default and r.sketch is not None),
+                      key=lambda r: r.result.median_s)
+    picks: list[Record] = []
+    for record in measured:
+        if record.candidate.identity not in {p.candidate.identity for p in picks}:
+            picks.append(record)
+        if len(picks) == count:
+            break
+    return [r for r in picks if r.candidate.identity not in checked]
+
+
+@dataclass
+class ProgramVerifier:
+    """Builds the user's program with each candidate and times it against IREE's default build."""
+
+    target: Target
+    builder: Builder
+    runner: Runner
+    count: int = 2
+    rounds: int = 15
+    seed: int = 0
+
+    def verify(self, text: str, what: str, results: list[TaskResult], records: list[Record]) -> list[Record]:
+        """Check each task's best candidates in the whole program; returns the verification records."""
+        work = {id(r): to_verify(records, r, self.target, self.count) for r in results}
+        if not any(work.values()):
+            return []
+        entry = entry_point(text, what)
+        flow = compile_to_phase(text, self.target.compile_flags(), "flow", what)
+        inputs = tuple(encode_array(a) for a in make_arrays(entry.input_types, f"{what}:{self.seed}"))
+        (default,) = self.builder.build([BuildInput("", flow, 0, None, function=entry.name)])
+        if not default.ok or default.program is None:
+            return []
+        checks: list[Record] = []
+        for result in results:
+            candidates = work[id(result)]
+            if candidates:
+                checks += self._verify_task(result, candidates, flow, entry.name, default.program, inputs)
+        return checks
+
+    def _verify_task(
+        self, result: TaskResult, candidates: list[Record], flow: str, function: str, default: BuiltProgram,
+        inputs: tuple[bytes, ...],
+    ) -> list[Record]:
+        task = result.task
+        builds = self.builder.build([_build_input(task, r, flow, function) for r in candidates])
+        built = [(r, b.program) for r, b in zip(candidates, builds, strict=True) if b.ok and b.program]
+        checks = [replace(r, program=ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False,
+                                                  f"the program did not build: {b.message}"), timestamp=now())
+                  for r, b in zip(candidates, builds, strict=True) if not (b.ok and b.program)]
+        if built:
+            compared = self.runner.submit_compare(
+                CompareInput((default, *(p for _, p in built)), inputs, rounds=self.rounds)).result()
+            for i, (record, _) in enumerate(built, start=1):
+                if not compared.ok:
+                    check = ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, compared.message)
+                elif i in compared.wrong:
+                    check = ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, "the program's output differs from "
+                                         "IREE's default build")
+                else:
+                    check = judge(compared.samples[0], compared.samples[i])
+                checks.append(replace(record, program=check, timestamp=now()))
+        return checks
+
+def summarize(results: list[TaskResult], records: list[Record], target: Target) -> None:
+    """Per task, what the log's verdicts decide: the applied candidate's program speedup, or a fall-back to
+    IREE's default when the program rejected every checked candidate."""
+    best = best_records(records, target.key, target.fingerprint)
+    for result in results:
+        checks = [r for r in records if r.task_key == result.task.key and r.program is not None
+                  and for_target(r, target.key, target.fingerprint)]
+        result.verified = len(checks)
+        chosen = best.get(result.task.key)
+        result.applied_record = chosen
+        result.program_speedup = chosen.program.ratio if chosen is not None and chosen.program else None
+        result.fell_back = bool(checks) and chosen is not None and chosen.program is None
+
+
+def _build_input(task: Task, record: Record, flow: str, function: str) -> BuildInput:
+    """The whole program with this task's candidate: its configuration, or its strategy, attached."""
+    if record.family is Family.TRANSFORM:
+        name = strategy_name(task, record.candidate)
+        strategy = (name, render_strategy(record.sketch, record.candidate, task, name))
+        return BuildInput(task.key, flow, record.root_index, None, strategy, function=function)
+    return BuildInput(task.key, flow, record.root_index, record.config, function=function)

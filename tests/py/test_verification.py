@@ -1,0 +1,79 @@
+"""Whole-program verification: what the log measured must hold in the user's program, or IREE's default is used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansor_mlir import api
+from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
+from ansor_mlir.core.schedule import Candidate, Family
+from ansor_mlir.database.records import Record, append_records, best_records, now, read_records
+from ansor_mlir.frontend.task_extraction import extract_tasks
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.space.resolve import render_config
+from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning.task_result import TaskResult
+from ansor_mlir.tuning.verification import ProgramVerifier, judge, summarize
+
+
+def test_judge_accepts_only_wins_beyond_the_noise():
+    assert judge([2.0] * 9, [1.0] * 9).accepted
+    tie = judge([1.00, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97], [1.0] * 7)
+    assert not tie.accepted and "noise" in tie.reason
+    assert not judge([1.0] * 9, [1.5] * 9).accepted
+    # One lucky round does not carry a candidate that lost the others.
+    assert not judge([3.0, 1.0, 1.0, 1.0, 1.0], [1.0, 1.1, 1.1, 1.1, 1.1]).accepted
+
+
+def _record(target, task, sketch, candidate, median_s: float) -> Record:
+    return Record(target.key, task.key, task.name, candidate, sketch, render_config(sketch, candidate, task),
+                  task.root_index, MeasureResult(ErrorKind.NONE, median_s=median_s, spread_s=0.0), now(),
+                  fingerprint=target.fingerprint)
+
+
+def test_a_candidate_that_wins_alone_and_loses_in_the_program_is_rejected(small_mm, target, tmp_path: Path):
+    """A deliberately slow configuration (1-element register tiles), logged as if it had won its task by 1000x:
+    the whole program, timed against IREE's default build, shows it slower, so the default is applied."""
+    task = extract_tasks(small_mm, target, "mm")[0]
+    sketches = generate_sketches(task, target)
+    sketch = next(s for s in sketches if s.family is Family.PIPELINE and s.knobs and "cache" not in "".join(s.levels))
+    values = tuple(sorted((k.name, tuple(1 for _ in k.levels)) for k in sketch.knobs))
+    slow = Candidate(task.key, sketch.index, values)
+    default = _record(target, task, sketches[0], Candidate(task.key, 0, ()), 1e-3)
+    lucky = _record(target, task, sketch, slow, 1e-6)
+    log = tmp_path / "log.jsonl"
+    append_records(log, [default, lucky])
+    assert best_records(read_records(log), target.key, target.fingerprint)[task.key].candidate == slow  # log alone
+
+    result = TaskResult(task=task)
+    with LocalBuilder(target) as builder, LocalRunner(target) as runner:
+        verifier = ProgramVerifier(target, builder, runner, count=2, rounds=7)
+        checks = verifier.verify(small_mm, "mm", [result], read_records(log))
+    assert len(checks) == 1 and not checks[0].program.accepted
+    assert checks[0].program.tuned_s > checks[0].program.default_s
+    append_records(log, checks)
+    records = read_records(log)
+    chosen = best_records(records, target.key, target.fingerprint)[task.key]
+    assert chosen.is_default
+    summarize([result], records, target)
+    assert result.fell_back and result.program_speedup is None
+    tuned = api.apply_best(small_mm, log, target, "mm")
+    assert "lowering_config" not in tuned and "compilation_info" not in tuned
+
+    # Resuming checks nothing twice.
+    with LocalBuilder(target) as builder, LocalRunner(target) as runner:
+        assert ProgramVerifier(target, builder, runner, count=2, rounds=7).verify(small_mm, "mm", [result],
+                                                                                  records) == []
+
+
+def test_tuning_reports_the_program_speedup_beside_the_log(small_mm, target, tmp_path: Path):
+    log = tmp_path / "log.jsonl"
+    result = api.tune(small_mm, target=target, trials=5, log=log, progress=False, name="mm")
+    checks = [r for r in read_records(log) if r.program is not None]
+    (task,) = result.tasks
+    assert task.verified == len(checks) >= 1
+    if task.fell_back:
+        assert task.program_speedup is None
+    else:
+        assert task.program_speedup == max(c.program.ratio for c in checks if c.program.accepted)
