@@ -22,6 +22,7 @@ from iree.compiler import ir
 from iree.compiler import version as iree_version
 
 from ansor_mlir import api
+from ansor_mlir.core.target import parse_target
 from ansor_mlir.database.records import FORMAT_VERSION, producer_versions
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.model_source import is_model_reference
@@ -44,7 +45,7 @@ PROG = "ansor-opt"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, like every other user error
-        self.exit(1, f"{PROG}: error: {message} (see --help)\n")
+        self.exit(1, f"{self.prog}: error: {message} (see --help)\n")
 
 
 class _PassAction(argparse.Action):
@@ -221,6 +222,63 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: interrupted; every measured batch is already in the log", file=sys.stderr)
         return 130
     return 0 if ok else 1
+
+
+COMPILE_PROG = "ansor-compile"
+
+
+def build_compile_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=COMPILE_PROG,
+        description="Import a model, tune it (with --trials) and build it into an IREE program with the best "
+                    "configuration of every task: .onnx (or file.py:factory, or linalg .mlir) to a tuned .vmfb.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("input", help=".onnx model, PyTorch model as file.py:factory, or linalg .mlir")
+    parser.add_argument("-o", dest="output", required=True, help="the .vmfb to write")
+    parser.add_argument("--trials", type=non_negative,
+                        help="tune first with this budget (as ansor-tune's trials); without it, the records already "
+                             "in the log are applied (none: IREE's default build)")
+    parser.add_argument("--log", help="tuning log (default: OUTPUT with the suffix .jsonl)")
+    parser.add_argument("--target", default="llvm-cpu", help="backend (default: llvm-cpu)")
+    parser.add_argument("--cpu", default="host", help="LLVM CPU name (default: host)")
+    parser.add_argument("--threads", type=non_negative, default=1, help="threads when timing (default: 1)")
+    parser.add_argument("--seed", type=non_negative, default=0, help="search seed (default: 0)")
+    parser.add_argument("--params-out", metavar="FILE",
+                        help="keep the weights out of the .vmfb, in FILE: run with --parameters=model=FILE")
+    return parser
+
+
+def compile_model(args: argparse.Namespace) -> str:
+    """Import, tune (with --trials), compile; returns what was written, for the one line printed."""
+    source = api.load_model(args.input if is_model_reference(args.input) else Path(args.input))
+    target = api.resolve_target(parse_target(args.target, threads=args.threads, cpu=args.cpu))
+    log = Path(args.log) if args.log else Path(args.output).with_suffix(".jsonl")
+    if args.trials is not None:
+        api.tune(source, target, trials=args.trials, log=log, seed=args.seed)
+    tuned = args.trials is not None or args.log is not None or log.exists()
+    program = api.compile(source, target, log if tuned else None, embed_parameters=args.params_out is None)
+    program.save(args.output)
+    how = f"configurations from {log}" if tuned else "IREE's default configurations (no tuning log)"
+    where = ""
+    if args.params_out and source.parameters:
+        source.write_parameters(Path(args.params_out))
+        where = f", weights in {args.params_out} (--parameters=model={args.params_out})"
+    return f"wrote {args.output}: function {program.function}, {how}{where}"
+
+
+def compile_main(argv: list[str] | None = None) -> int:
+    """`ansor-compile`: one command from a model to a tuned .vmfb."""
+    args = build_compile_parser().parse_args(argv)
+    try:
+        print(f"{COMPILE_PROG}: {compile_model(args)}", file=sys.stderr)
+    except AnsorError as exc:
+        print(f"{COMPILE_PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{COMPILE_PROG}: interrupted; every measured batch is already in the log", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,176 @@
+"""Models in, tuned IREE programs out: ONNX through IREE's importer, weights kept out of the tuner's IR.
+
+Real IREE compiles and runs everything; references come from onnxruntime.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the ONNX importer needs onnx: pip install 'ansor-mlir[importers]'")
+pytest.importorskip("onnxruntime", reason="references come from onnxruntime: pip install onnxruntime")
+
+from onnx_models import cnn_onnx, mlp_onnx, onnxruntime_outputs, single_node_onnx  # noqa: E402
+
+import ansor_mlir  # noqa: E402
+from ansor_mlir import api  # noqa: E402
+from ansor_mlir.cli import compile_main  # noqa: E402
+from ansor_mlir.errors import AnsorError  # noqa: E402
+from ansor_mlir.mlir.iree_module import CompiledModel  # noqa: E402
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def ansor_opt(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ansor_mlir.cli", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+@pytest.fixture()
+def x() -> np.ndarray:
+    return np.random.default_rng(1).standard_normal((4, 32)).astype(np.float32)
+
+
+def test_weights_stay_out_of_the_text_and_come_back(target):
+    model = mlp_onnx(features=256, hidden=256)
+    weight_bytes = sum(np.prod(w.dims) * 4 for w in model.graph.initializer)
+    source = ansor_mlir.load_model(model)
+    assert weight_bytes > 256 * 1024
+    assert len(source.text) < 20_000 and "dense_resource" not in source.text and "0x" not in source.text
+    assert source.text.count("#flow.parameter.named") == 4 and source.entry == "mlp"
+    assert len(source.parameters) >= weight_bytes
+    x = np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, x)
+    for embed in (True, False):
+        program = api.compile(source, target, embed_parameters=embed)
+        assert (len(program.vmfb) > weight_bytes) == embed
+        np.testing.assert_allclose(program(x), expected, rtol=RTOL, atol=ATOL)
+
+
+def test_conv_model_compiles_to_onnxruntime_outputs(target):
+    model = cnn_onnx()
+    x = np.random.default_rng(2).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    (expected,) = onnxruntime_outputs(model, x)
+    np.testing.assert_allclose(ansor_mlir.compile(model, target)(x), expected, rtol=RTOL, atol=ATOL)
+
+
+def test_a_path_and_a_model_proto_are_the_same_model(tmp_path, target):
+    model = mlp_onnx()
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    from_path, from_proto = api.extract_tasks(path, target), api.extract_tasks(model, target)
+    assert [t.key for t in from_path] == [t.key for t in from_proto] and from_path
+    assert api.read_source(str(path))[0] == ansor_mlir.load_model(model).text
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: single_node_onnx("Relu", {"x": ["batch", 3]}, ["batch", 3]),
+         r"input 'x' has a dynamic dimension 0 \('batch'\): only static shapes can be tuned; export with fixed"),
+        (lambda p: onnx.helper.make_model(
+            onnx.helper.make_graph([onnx.helper.make_node("FooBar", ["x"], ["y"], name="fb", domain="com.foo")], "g",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])]),
+            opset_imports=[onnx.helper.make_opsetid("", 17), onnx.helper.make_opsetid("com.foo", 1)]),
+         r"ONNX op FooBar \(node 'fb'\) is not supported by IREE .*'s importer: replace it"),
+        (lambda p: p.write_bytes(b"not a model") and p, r"bad\.onnx: not an ONNX model \(DecodeError"),
+        (lambda p: p.parent / "missing.onnx", r"missing\.onnx: no such file"),
+        (lambda p: 42, r"cannot read a model from a int: give MLIR text"),
+    ],
+)
+def test_bad_models_are_one_clear_error(tmp_path, make, message):
+    with pytest.raises(AnsorError, match=message):
+        ansor_mlir.load_model(make(tmp_path / "bad.onnx"))
+
+
+@pytest.mark.parametrize(
+    ("write", "arguments", "message"),
+    [
+        (lambda p: onnx.save(single_node_onnx("Relu", {"x": ["n"]}, ["n"]), p), ["--ansor-extract-tasks"],
+         r"^ansor-opt: error: .*m\.onnx: input 'x' has a dynamic dimension"),
+        (lambda p: p.write_text("junk"), [], r"^ansor-opt: error: .*m\.onnx: not an ONNX model"),
+    ],
+)
+def test_ansor_opt_model_errors_are_one_line(tmp_path, write, arguments, message):
+    path = tmp_path / "m.onnx"
+    write(path)
+    assert re.search(message, one_error_line(ansor_opt(str(path), *arguments)))
+
+
+def test_ansor_opt_reads_onnx_and_iree_builds_it_with_the_weights(tmp_path, x):
+    model = mlp_onnx()
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    tasks = ansor_opt(str(path), "--ansor-extract-tasks")
+    assert tasks.returncode == 0 and "ansor.task" in tasks.stdout, tasks.stderr
+    weights = tmp_path / "mlp.irpa"
+    assert weights.stat().st_size > 0
+    printed = ansor_opt(str(path), "-o", str(tmp_path / "mlp.mlir"), "--params-out", str(tmp_path / "w.irpa"))
+    assert printed.returncode == 0 and (tmp_path / "w.irpa").read_bytes() == weights.read_bytes()
+    run_module = shutil.which("iree-run-module") or pytest.skip("iree-run-module is not on PATH")
+    vmfb = tmp_path / "mlp.vmfb"
+    subprocess.run([shutil.which("iree-compile"), str(tmp_path / "mlp.mlir"), "--iree-hal-target-device=local",
+                    "--iree-hal-local-target-device-backends=llvm-cpu", "-o", str(vmfb)], check=True, timeout=300)
+    np.save(tmp_path / "x.npy", x)
+    subprocess.run([run_module, f"--module={vmfb}", f"--parameters=model={weights}", "--function=mlp",
+                    f"--input=@{tmp_path / 'x.npy'}", f"--output=@{tmp_path / 'y.npy'}"], check=True, timeout=300,
+                   capture_output=True)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), onnxruntime_outputs(model, x)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_onnx_to_tuned_vmfb_in_one_command_and_in_iree_flows(tmp_path, target, x, capsys):
+    """ansor-compile tunes and builds; the same log gives the tuned module, the tuning spec and the library."""
+    model = mlp_onnx()
+    path, out, log = tmp_path / "mlp.onnx", tmp_path / "mlp.vmfb", tmp_path / "mlp.jsonl"
+    onnx.save(model, path)
+    assert compile_main([str(path), "-o", str(out), "--trials", "2"]) == 0
+    assert re.search(rf"ansor-compile: wrote {re.escape(str(out))}: function mlp, configurations from .*mlp\.jsonl",
+                     capsys.readouterr().err)
+    assert log.stat().st_size > 0
+    (expected,) = onnxruntime_outputs(model, x)
+    np.testing.assert_allclose(CompiledModel(out.read_bytes(), "mlp")(x), expected, rtol=RTOL, atol=ATOL)
+
+    tuned = ansor_opt(str(path), f"--ansor-apply-best=log={log}", "-o", str(tmp_path / "tuned.mlir"))
+    assert tuned.returncode == 0, tuned.stderr
+    source = ansor_mlir.load_model(path)
+    spec = api.emit_tuning_spec(source, log, target)
+    assert "transform.named_sequence" in spec
+    library = api.emit_transform_library(path, log, target)
+    assert "module" in library
+    spec_path = tmp_path / "spec.mlir"
+    spec_path.write_text(spec)
+    weights = source.write_parameters(tmp_path / "w.irpa")
+    for text, flags in ((tuned.stdout or (tmp_path / "tuned.mlir").read_text(), []),
+                        (source.text, [f"--iree-codegen-tuning-spec-path={spec_path}"])):
+        vmfb = tmp_path / "flow.vmfb"
+        build = subprocess.run([shutil.which("iree-compile"), "-", *target.compile_flags(), *flags,
+                                *source.import_flags(weights), "-o", str(vmfb)],
+                               input=text, text=True, capture_output=True, timeout=300)
+        assert build.returncode == 0, build.stderr[-2000:]
+        np.testing.assert_allclose(CompiledModel(vmfb.read_bytes(), "mlp")(x), expected, rtol=RTOL, atol=ATOL)
+
+
+def test_ansor_compile_without_a_log_is_iree_default(tmp_path, x, capsys):
+    path, out = tmp_path / "mlp.onnx", tmp_path / "plain.vmfb"
+    onnx.save(mlp_onnx(), path)
+    assert compile_main([str(path), "-o", str(out), "--params-out", str(tmp_path / "w.irpa")]) == 0
+    assert "IREE's default configurations (no tuning log), weights in" in capsys.readouterr().err
+    program = CompiledModel(out.read_bytes(), "mlp", parameters=(tmp_path / "w.irpa").read_bytes())
+    np.testing.assert_allclose(program(x), onnxruntime_outputs(mlp_onnx(), x)[0], rtol=RTOL, atol=ATOL)
+    assert compile_main([str(tmp_path / "none.onnx"), "-o", str(out)]) == 1
+    assert re.fullmatch(r"ansor-compile: error: .*none\.onnx: no such file\n", capsys.readouterr().err)
