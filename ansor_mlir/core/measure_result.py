@@ -37,6 +37,16 @@ class MeasureResult:
     def ok(self) -> bool:
         return self.error == ErrorKind.NONE and self.median_s is not None
 
+    def beats(self, incumbent: MeasureResult) -> bool:
+        """Faster beyond the noise: this median plus half its spread (interquartile range) is below the
+        incumbent's median minus half its spread, so a win inside the repeated timings' scatter does not
+        displace the incumbent."""
+        if not self.ok:
+            return False
+        if not incumbent.ok:
+            return True
+        return self.median_s + (self.spread_s or 0.0) / 2 < incumbent.median_s - (incumbent.spread_s or 0.0) / 2
+
     def to_dict(self) -> dict:
         return {
             "error": self.error.value,

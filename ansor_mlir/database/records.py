@@ -284,7 +284,7 @@ def best_records(records: list[Record], target_key: str, fingerprint: str = "") 
         if record.is_default:
             defaults.setdefault(record.task_key, record)
         current = best.get(record.task_key)
-        if current is None or record.result.median_s < current.result.median_s:
+        if current is None or record.result.beats(current.result):
             best[record.task_key] = record
     for task_key, checks in checked.items():
         accepted = [r for r in checks.values() if r.program.accepted]

@@ -41,6 +41,6 @@ class TaskResult:
             kind = record.result.error.value
             self.errors[kind] = self.errors.get(kind, 0) + 1
             return
-        if self.best_s is None or record.result.median_s < self.best_s:
+        if self.best_record is None or record.result.beats(self.best_record.result):
             self.best_s = record.result.median_s
             self.best_record = record

@@ -55,3 +55,10 @@ def test_a_measurement_always_wins_over_a_zero_trial_pick(tmp_path):
     measured = record("cpuA", 3.0)
     assert best_records([guess, measured], "cpuA")["k1"] == measured
     assert best_records([measured, guess], "cpuA")["k1"] == measured
+
+
+def test_a_win_inside_the_noise_does_not_displace_the_incumbent():
+    incumbent = MeasureResult(ErrorKind.NONE, median_s=1.0, spread_s=0.1)
+    assert not MeasureResult(ErrorKind.NONE, median_s=0.97, spread_s=0.1).beats(incumbent)
+    assert MeasureResult(ErrorKind.NONE, median_s=0.8, spread_s=0.1).beats(incumbent)
+    assert not MeasureResult(ErrorKind.WRONG_ANSWER, median_s=0.1).beats(incumbent)
