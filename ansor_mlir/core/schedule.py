@@ -3,7 +3,7 @@
 A `Sketch` is a typed trace in the sense of TVM's `State` or MetaSchedule's
 `Trace`: an ordered list of schedule primitives (`ConfigurePipeline`,
 `TileAndFuse`, `FuseConsumers`, `Pad`, `Pack`, `Decompose`, `Rfactor`,
-`CacheWrite`, `LowerContraction`, ...), each carrying its decisions and their
+`MicroKernel`, `CacheWrite`, `LowerContraction`, ...), each carrying its decisions and their
 domains (`TileKnob`: a chain of tile sizes of one loop over the tiling levels;
 `ChoiceKnob`: a categorical choice). A `Candidate` is a sketch with every
 decision made. Rules emit sketches, annotation and mutation change decisions,
@@ -212,6 +212,26 @@ class Decompose(Step):
 
 
 @dataclass(frozen=True)
+class MicroKernel(Step):
+    """The root's register tile as an outer-product micro-kernel: `mr` rows of loop `rows` by `nr` columns
+    of the vector loop `cols`, one of the knob's `MRxNR` options (shapes whose accumulators fill the vector
+    register file without spilling); every other loop is unit at the register level."""
+
+    kind: ClassVar[str] = "micro-kernel"
+    rows: int = 0
+    cols: int = 0
+
+    def params(self) -> dict:
+        return {"rows": self.rows, "cols": self.cols}
+
+
+def micro_kernel_shape(option: str) -> tuple[int, int]:
+    """`(mr, nr)` of a micro-kernel option `"8x32"`."""
+    mr, nr = option.split("x")
+    return int(mr), int(nr)
+
+
+@dataclass(frozen=True)
 class LowerContraction(Step):
     """How vector contractions are lowered (the knob's options)."""
 
@@ -227,7 +247,7 @@ class LowerReduction(Step):
 
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls for cls in (UseIreeDefault, ConfigurePipeline, TileAndFuse, FuseConsumers, CacheWrite, Rfactor,
-                              Pad, Pack, Decompose, LowerContraction, LowerReduction)
+                              Pad, Pack, Decompose, MicroKernel, LowerContraction, LowerReduction)
 }
 
 
@@ -241,6 +261,8 @@ def step_from_dict(data: dict) -> Step:
         return UseIreeDefault(knobs, IreeConfig.from_dict(config) if config else None)
     if cls is ConfigurePipeline:
         return ConfigurePipeline(knobs, str(data["pipeline"]))
+    if cls is MicroKernel:
+        return MicroKernel(knobs, int(data["rows"]), int(data["cols"]))
     return cls(knobs)
 
 

@@ -18,6 +18,7 @@ from ansor_mlir.core.schedule import (
     ChoiceKnob,
     Family,
     Knob,
+    MicroKernel,
     Pack,
     Pad,
     Rfactor,
@@ -30,6 +31,7 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.space import dag as dags
 from ansor_mlir.space.decisions import FUSION
 from ansor_mlir.space.limits import limits
+from ansor_mlir.space.micro_kernel import micro_kernel_fits
 from ansor_mlir.space.resolve import Resolved, has_interior_unit_dim, input_tiles, resolve
 
 MAX_TRIES = 200
@@ -158,6 +160,8 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
         return False
     # A packed strategy folds no unit dims, so interior unit tiles are fine there.
     if not packed and any(has_interior_unit_dim(t) for t in resolved.output_tiles):
+        return False
+    if sketch.has(MicroKernel) and not micro_kernel_fits(resolved):
         return False
     if sketch.has(Pad) and not padded_tiles_are_sound(resolved, lanes, limit.stack_bytes):
         return False

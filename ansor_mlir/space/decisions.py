@@ -16,6 +16,7 @@ from ansor_mlir.core.schedule import (
     FuseConsumers,
     LowerContraction,
     LowerReduction,
+    MicroKernel,
     Pack,
     Pad,
     Rfactor,
@@ -94,3 +95,24 @@ def transform_steps(
     elif root.reduction_dims:
         steps.append(LowerReduction((REDUCTION_LOWERING,)))
     return tuple(steps)
+
+
+def micro_kernel_steps(
+    dag: Dag, levels: tuple[str, ...], rows: int, cols: int, shapes: tuple[str, ...]
+) -> tuple[Step, ...]:
+    """The trace of a micro-kernel sketch: workgroup and cache tiles of every loop (the cache blocking `mc`,
+    `nc`, `kc`), the register tile one of `shapes` (`MRxNR` over loops `rows` and `cols`), the innermost
+    reduction loop's register tile its unroll; accumulators always hoisted across the reduction loop and
+    contractions lowered to outer products (FMAs with a broadcast operand), so neither is a knob."""
+    cache = tuple(lv for lv in levels if not lv.startswith("vector_"))
+    knobs = []
+    for knob in tiling_knobs(dag, levels):
+        innermost_reduction = knob.kind == REDUCTION and knob.dim == dag.ops[dag.root].reduction_dims[-1]
+        kept = tuple(lv for lv in knob.levels if lv in cache or innermost_reduction)
+        if kept:
+            knobs.append(TileKnob(knob.name, knob.dim, knob.extent, kept))
+    steps: list[Step] = [TileAndFuse((*knobs, *consumer_knobs(dag))),
+                         MicroKernel((ChoiceKnob("micro_kernel", shapes),), rows, cols)]
+    if dag.consumers:
+        steps.append(FuseConsumers((FUSION,)))
+    return (*steps, CacheWrite(), LowerContraction())

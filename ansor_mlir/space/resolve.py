@@ -21,7 +21,9 @@ from ansor_mlir.core.schedule import (
     ChoiceKnob,
     Decompose,
     Family,
+    MicroKernel,
     Sketch,
+    micro_kernel_shape,
     tile_knobs,
 )
 from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, Task
@@ -154,16 +156,17 @@ def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag
     root = dag.ops[dag.root]
     values = dict(candidate.values)
     forced = forced_unit_dims(root, sketch.has(Decompose))
+    kernel = micro_kernel_tiles(sketch, candidate, root)
     current = list(root.extents)
     per_level: dict[str, list[int]] = {}
     for level in sketch.levels:
         sizes = [0] * len(root.extents)
-        for knob in tile_knobs(sketch.knobs):
-            if knob.of_root and knob.name in values and level in knob.levels:
-                size = values[knob.name][knob.levels.index(level)]
-                if size != current[knob.dim] or level == "distribution":
-                    sizes[knob.dim] = size
-                    current[knob.dim] = size
+        chosen = [(knob.dim, values[knob.name][knob.levels.index(level)]) for knob in tile_knobs(sketch.knobs)
+                  if knob.of_root and knob.name in values and level in knob.levels]
+        for dim, size in chosen + list(kernel.get(level, {}).items()):
+            if size != current[dim] or level == "distribution":
+                sizes[dim] = size
+                current[dim] = size
         if level.startswith("vector_") and LEVEL_KIND[level] == (
             REDUCTION if level == "vector_reduction" else SPATIAL
         ):
@@ -179,6 +182,19 @@ def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag
             consumer_tiles.setdefault(knob.op, {})[knob.dim] = values[knob.name][0]
     return Resolved(sketch, candidate, task, dag, root.extents, root.iterator_types, per_level, current,
                     consumer_tiles)
+
+
+def micro_kernel_tiles(sketch: Sketch, candidate: Candidate, root: LinalgOpInfo) -> dict[str, dict[int, int]]:
+    """Register tiles a `MicroKernel` sets, per level: `mr` and `nr` on its loops and every other parallel
+    loop unit (`vector_common_parallel`), every reduction loop but the innermost unit (`vector_reduction`)."""
+    step = sketch.step(MicroKernel)
+    if not isinstance(step, MicroKernel):
+        return {}
+    (knob,) = step.knobs
+    mr, nr = micro_kernel_shape(candidate.choice(knob) or knob.options[0])
+    parallel = {d: 1 for d, it in enumerate(root.iterator_types) if it == "parallel" and root.extents[d] > 1}
+    reduction = {d: 1 for d in root.reduction_dims[:-1] if root.extents[d] > 1}
+    return {"vector_common_parallel": {**parallel, step.rows: mr, step.cols: nr}, "vector_reduction": reduction}
 
 
 def _resolve_pipeline(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:
@@ -240,14 +256,18 @@ def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfi
         return IreeConfig(pipeline=sketch.pipeline, levels=())
     values = dict(candidate.values)
     loops = len(task.root.loop_extents)
+    kernel: dict[str, dict[int, int]] = {}
     if sketch.family is Family.TRANSFORM and task.codegen_ops:
         dag = task_dag(task)
         loops = len(dag.ops[dag.root].extents) if dag else loops
+        kernel = micro_kernel_tiles(sketch, candidate, dag.ops[dag.root]) if dag else {}
     levels = []
     for level in sketch.levels:
         sizes = [0] * loops
         for knob in tile_knobs(sketch.knobs):
             if level in knob.levels and knob.of_root and knob.dim < loops:
                 sizes[knob.dim] = values[knob.name][knob.levels.index(level)]
+        for d, size in kernel.get(level, {}).items():
+            sizes[d] = size
         levels.append((level, tuple(sizes)))
     return IreeConfig(pipeline=sketch.pipeline, levels=tuple(levels))

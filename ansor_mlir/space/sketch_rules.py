@@ -28,7 +28,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.space import dag as dags
-from ansor_mlir.space import decisions
+from ansor_mlir.space import decisions, micro_kernel
 
 
 class SketchRule(Protocol):
@@ -248,6 +248,45 @@ class TransformDecomposeRule:
         return [register_level_sketch(task, index, self.name, decomposed=True)]
 
 
+@dataclass(frozen=True)
+class TransformMicroKernelRule:
+    """Register-blocked micro-kernels, as BLAS libraries build them: an `mr x nr` outer-product register tile.
+
+    Applies to a contraction whose vector loop every input reads contiguously
+    and that has a loop reusing the `B` vectors (`micro_kernel.micro_kernel_loops`).
+    The register tile is one of the `MRxNR` shapes that fill the target's
+    vector register file without spilling (`register_shapes`: 8x32 with
+    AVX-512's 32 zmm, 4x16 with AVX2's 16 ymm), the reduction loop innermost
+    with the accumulators held in registers across it, modestly unrolled; the
+    cache blocking (`mc`, `nc`, `kc`: the cache level of `SSRSRS`) and the
+    workgroup tiles are the knobs.
+    """
+
+    name: str = "micro-kernel"
+
+    def _shapes(self, task: Task, target: Target) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
+        dag = dags.task_dag(task)
+        loops = micro_kernel.micro_kernel_loops(dag) if dag is not None else None
+        if loops is None:
+            return None, ()
+        root = dag.ops[dag.root]
+        shapes = micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
+                                              task.root.element_bytes)
+        return loops, shapes
+
+    def applies(self, task: Task, target: Target) -> bool:
+        return bool(self._shapes(task, target)[1])
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        loops, shapes = self._shapes(task, target)
+        dag = dags.task_dag(task)
+        assert dag is not None and loops is not None
+        levels = TransformTilingRule(with_cache=True).levels()
+        steps = decisions.micro_kernel_steps(dag, levels, loops.rows, loops.cols, shapes)
+        return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, steps,
+                       ("td-multi-level-tiling-cached", self.name))]
+
+
 def cpu_rules() -> list[SketchRule]:
     """The default rule list for `llvm-cpu` targets: both families."""
     return [
@@ -260,6 +299,7 @@ def cpu_rules() -> list[SketchRule]:
         TransformPaddingRule(),
         TransformPackingRule(),
         TransformDecomposeRule(),
+        TransformMicroKernelRule(),
     ]
 
 

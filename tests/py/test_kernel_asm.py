@@ -1,0 +1,56 @@
+"""Reading a kernel's hot loop from assembly: FMAs, broadcasts, spills, gathers, nested loops."""
+
+from __future__ import annotations
+
+from ansor_mlir.measure.kernel_asm import hot_loop, innermost_loops
+
+CLEAN = """
+kernel:
+\tmovq\t$-4, %rcx
+.LBB0_1:
+\txorl\t%eax, %eax
+.LBB0_2:
+\tvmovups\t-64(%r15), %zmm23
+\tvmovups\t(%r15), %zmm24
+\tvbroadcastss\t-12(%r13,%rcx,4), %zmm25
+\tvfmadd231ps\t%zmm23, %zmm25, %zmm1
+\tvfmadd231ps\t%zmm24, %zmm25, %zmm2
+\tvfmadd231ps\t16(%r13,%rcx,4){1to16}, %zmm23, %zmm3
+\taddq\t$4, %rcx
+\tjb\t.LBB0_2
+\tvmovaps\t%zmm1, -56(%rsp)
+\taddq\t$1, %rax
+\tjne\t.LBB0_1
+\tretq
+"""
+
+SPILLING = """
+.LBB1_4:
+\tvmovups\t(%rdx), %zmm0
+\tvmovaps\t%zmm5, -120(%rsp)
+\tvbroadcastss\t(%rax), %zmm5
+\tvfmadd231ps\t%zmm0, %zmm5, %zmm1
+\tvmovaps\t-120(%rsp), %zmm5
+\tvgatherdps\t(%rax,%zmm7,4), %zmm6 {%k1}
+\tvmovups\t(%rsp,%rbx,4), %zmm8
+\tjne\t.LBB1_4
+"""
+
+
+def test_the_innermost_loop_is_the_one_without_loops_inside():
+    loops = innermost_loops(CLEAN)
+    assert [label for label, _ in loops] == [".LBB0_2"]
+
+
+def test_a_clean_micro_kernel_has_fmas_and_no_spills():
+    loop = hot_loop(CLEAN)
+    assert (loop.fmas, loop.fmas_with_memory, loop.vector_loads, loop.broadcasts) == (3, 1, 2, 2)
+    assert loop.spills == 0 and loop.is_micro_kernel  # the store after the loop is not in it
+
+
+def test_spills_and_gathers_are_found_and_indexed_stack_buffers_are_data():
+    loop = hot_loop(SPILLING)
+    assert (loop.stack_stores, loop.stack_loads, loop.gathers) == (1, 1, 1)
+    assert loop.vector_loads == 3  # (%rdx), the reload, and a panel walked with an index register
+    assert not loop.is_micro_kernel
+    assert hot_loop("\tretq\n") is None

@@ -1,0 +1,121 @@
+"""Register-blocked micro-kernel sketches: `mr x nr` register tiles that fill the vector register file.
+
+Shapes and sampling are checked on pinned CPUs (an AVX2 and an AVX-512 one,
+compile-free); the programs are built and run on the host, checked against
+numpy, and their hot loop read from the assembly: FMAs, no spills.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import matmul_bias_relu
+
+from ansor_bench.workloads import make_workload
+from ansor_mlir.codegen.tuning_spec import attach_configs
+from ansor_mlir.core.schedule import Candidate, MicroKernel, Sketch, micro_kernel_shape
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import main_task
+from ansor_mlir.frontend.target_resolution import resolve_target
+from ansor_mlir.frontend.task_extraction import extract_tasks
+from ansor_mlir.measure.compare import run_once
+from ansor_mlir.measure.kernel_asm import dump_assembly, hot_loop
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.space.annotation import is_valid, sample_candidate
+from ansor_mlir.space.micro_kernel import MAX_K_UNROLL, register_shapes
+from ansor_mlir.space.resolve import resolve
+from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning.tuner import build_input
+
+M, N, K = 64, 64, 96
+
+
+def micro_kernel_sketch(task, target) -> Sketch | None:
+    return next((s for s in generate_sketches(task, target) if s.has(MicroKernel)), None)
+
+
+@pytest.fixture(scope="module", params=["znver3", "znver4"])
+def pinned(request) -> Target:
+    return resolve_target(Target(cpu=request.param))
+
+
+def test_register_shapes_fill_the_register_file_without_spilling(pinned):
+    lanes = pinned.vector_lanes(4)
+    shapes = register_shapes(512, 512, pinned, 4)
+    assert shapes == (("8x8", "4x16", "2x32") if pinned.vector_registers == 16 else ("16x16", "8x32", "4x64"))
+    for mr, nr in map(micro_kernel_shape, register_shapes(96, 96, pinned, 4)):
+        accumulators, b_vectors = mr * nr // lanes, nr // lanes
+        assert 2 * accumulators >= pinned.vector_registers
+        assert accumulators + b_vectors + 1 <= pinned.vector_registers
+    if pinned.vector_registers == 16:
+        assert {"6x16", "4x24"} <= set(register_shapes(96, 96, pinned, 4))  # what BLAS uses on AVX2
+
+
+def test_rule_reads_loop_structure(target):
+    plain = main_task(extract_tasks(matmul_bias_relu(M, N, K), target, "mm"))
+    assert micro_kernel_sketch(plain, target) is not None
+    linear = main_task(extract_tasks(matmul_bias_relu(M, N, K, name="lin", transpose_b=True), target, "lin"))
+    assert micro_kernel_sketch(linear, target) is None  # B read across the vector loop: the packing rule's
+    conv = main_task(extract_tasks(make_workload("C2D", (1, 14, 14, 3, 16, 3, 2, 1)).mlir, target, "C2D"))
+    assert micro_kernel_sketch(conv, target) is None
+    norm = main_task(extract_tasks(make_workload("NRM", (1, 256, 256)).mlir, target, "NRM"))
+    assert micro_kernel_sketch(norm, target) is None
+
+
+def test_micro_kernel_sketch_is_appended_and_fixes_what_is_not_a_choice(target):
+    task = main_task(extract_tasks(matmul_bias_relu(M, N, K), target, "mm"))
+    sketches = generate_sketches(task, target)
+    sketch = sketches[-1]
+    assert sketch.has(MicroKernel) and sketch.rules[-1] == "micro-kernel"
+    names = {k.name for k in sketch.knobs}
+    assert {"micro_kernel", "consumer_fusion"} <= names and not {"cache_write", "lowering"} & names
+    levels = {k.name: k.levels for k in sketch.knobs if hasattr(k, "levels")}
+    assert levels == {"d0": ("distribution", "cache_parallel"), "d1": ("distribution", "cache_parallel"),
+                      "d2": ("cache_reduction", "vector_reduction")}
+
+
+def test_sampled_candidates_are_whole_micro_kernels(pinned):
+    task = main_task(extract_tasks(matmul_bias_relu(256, 256, 256), pinned, "mm"))
+    sketch = micro_kernel_sketch(task, pinned)
+    (knob,) = sketch.step(MicroKernel).knobs
+    first = [sample_candidate(sketch, task, pinned, random.Random(seed)) for seed in range(16)]
+    assert first == [sample_candidate(sketch, task, pinned, random.Random(seed)) for seed in range(16)]
+    for candidate in first:
+        assert candidate is not None
+        mr, nr = micro_kernel_shape(candidate.choice(knob))
+        resolved = resolve(sketch, candidate, task)
+        assert resolved.register[:2] == [mr, nr] and resolved.register[2] <= MAX_K_UNROLL
+        assert resolved.above_register[0] % mr == 0 and resolved.above_register[1] % nr == 0
+    assert not is_valid(sketch, {**dict(first[0].values), "d0": (256, 1)}, task, pinned)  # a row is no block
+
+
+@pytest.mark.parametrize("shape", [0, 1, 2])
+def test_micro_kernels_build_run_match_numpy_and_keep_accumulators_in_registers(target, shape):
+    mlir = matmul_bias_relu(M, N, K)
+    task = main_task(extract_tasks(mlir, target, "mm"))
+    sketch = micro_kernel_sketch(task, target)
+    (knob,) = sketch.step(MicroKernel).knobs
+    mr, nr = micro_kernel_shape(knob.options[shape])
+    values = {"d0": (M, M), "d1": (N, N), "d2": (K, 4), "micro_kernel": (shape,), "consumer_fusion": (0,)}
+    assert is_valid(sketch, values, task, target)
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    flow = compile_to_phase(mlir, target.compile_flags(), "flow", "mm")
+    item = build_input(task, sketch, candidate, flow)
+    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([item])
+    assert build.ok, f"{build.error.value} {build.message}"
+    rng = np.random.default_rng(0)
+    a, b, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (K, N), (N,)))
+    (got,) = run_once(build.program.vmfb, "mm", [a, b, bias])
+    np.testing.assert_allclose(got, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+    text, _ = attach_configs(flow, {}, "mm", {task.key: item.strategy})
+    with tempfile.TemporaryDirectory() as tmp:
+        (asm,) = dump_assembly(text, Path(tmp))
+        loop = hot_loop(asm.read_text())
+    lanes = target.vector_lanes(4)
+    assert loop is not None and loop.is_micro_kernel, loop
+    assert loop.fmas % (mr * nr // lanes) == 0  # whole outer products per iteration
