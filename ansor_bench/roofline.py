@@ -32,7 +32,7 @@ float fma_peak(long iters) {
     for (long n = 0; n < iters; ++n) {
         #pragma GCC unroll 16
         for (int c = 0; c < CHAINS; ++c) acc[c] = acc[c] * a + b;
-        __asm__ volatile("" : "+v"(a));
+        __asm__ volatile("" : "+v"(a), "+v"(b));  // both in registers: no memory operand
     }
     float s = 0.0f;
     for (int c = 0; c < CHAINS; ++c) for (int i = 0; i < (int)(VBYTES / 4); ++i) s += acc[c][i];
