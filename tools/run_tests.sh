@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Install ansor-mlir with its test extras, then run the whole suite: ruff, lit, pytest.
+# Install ansor-mlir with its test extras (onnx and onnxruntime included; torch is optional and its tests skip
+# without it), then run the whole suite: ruff, lit, pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e ".[test]"
-python3 -m ruff check ansor_mlir ansor_bench tools tests
+python3 -m ruff check ansor_mlir ansor_bench tools tests examples
 lit -v tests/lit
 python3 -m pytest -q tests/py

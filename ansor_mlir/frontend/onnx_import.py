@@ -19,12 +19,12 @@ ONNX_TO_LINALG = ("torch-onnx-to-torch-backend-pipeline", "torch-backend-to-lina
 INSTALL_HINT = "install the importers extra: pip install 'ansor-mlir[importers]' (or pip install onnx)"
 
 
-def onnx_module() -> Any:
-    """The `onnx` package, or a clear error saying how to get it."""
+def onnx_module(what: str) -> Any:
+    """The `onnx` package, or an error naming the input and how to get it."""
     try:
         import onnx
     except ModuleNotFoundError:
-        raise AnsorError(f"reading ONNX models needs the onnx package: {INSTALL_HINT}") from None
+        raise AnsorError(f"{what}: reading ONNX models needs the onnx package: {INSTALL_HINT}") from None
     return onnx
 
 
@@ -35,7 +35,7 @@ def is_onnx_model(value: object) -> bool:
 
 def read_onnx(source: Path | Any, what: str) -> Any:
     """The model from a file or a `ModelProto`, checked and with every intermediate shape inferred."""
-    onnx = onnx_module()
+    onnx = onnx_module(what)
     if isinstance(source, Path):
         try:
             model = onnx.load(str(source))

@@ -31,11 +31,12 @@ ENTRY = "main"
 FACTORY_SEPARATOR = ":"
 
 
-def torch_module() -> Any:
+def torch_module(what: str) -> Any:
+    """The `torch` package, or an error naming the input and how to install it."""
     try:
         import torch
     except ModuleNotFoundError:
-        raise AnsorError(f"PyTorch models need the torch package: {INSTALL_HINT}") from None
+        raise AnsorError(f"{what}: PyTorch models need the torch package: {INSTALL_HINT}") from None
     return torch
 
 
@@ -57,7 +58,7 @@ def load_factory(reference: str) -> tuple[Any, tuple[Any, ...]]:
     path = Path(path_text)
     if not path.is_file():
         raise AnsorError(f"{reference}: no such file {path}")
-    torch_module()
+    torch_module(reference)
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(f"ansor_model_{path.stem}_{digest}", path)
     module = importlib.util.module_from_spec(spec)
@@ -81,7 +82,7 @@ def load_factory(reference: str) -> tuple[Any, tuple[Any, ...]]:
 
 def example_tuple(inputs: Any, what: str) -> tuple[Any, ...]:
     """Example inputs as a tuple of tensors (one tensor or numpy array is one input)."""
-    torch = torch_module()
+    torch = torch_module(what)
     items = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
     out = []
     for item in items:
@@ -109,7 +110,7 @@ def decompositions(torch: Any) -> dict:
 
 def export(module: Any, inputs: Sequence[Any], what: str) -> Any:
     """`torch.export` of the module in eval mode, decomposed for torch-mlir."""
-    torch = torch_module()
+    torch = torch_module(what)
     was_training = module.training
     module.train(False)
     try:

@@ -1,6 +1,7 @@
 """lit configuration: run ansor-opt tests with FileCheck from PyPI."""
 # ruff: noqa: F821  (lit injects `config`)
 
+import importlib.util
 import os
 import sys
 
@@ -21,3 +22,7 @@ config.environment["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.enviro
 config.substitutions.append(("%ansor_irdl", os.path.join(repo, "ansor_mlir", "dialect", "ansor.irdl.mlir")))
 config.substitutions.append(("ansor-opt", f"{sys.executable} -m ansor_mlir.cli"))
 config.substitutions.append(("FileCheck", "filecheck"))
+config.substitutions.append(("%python", sys.executable))
+# Model inputs need the optional importers: `REQUIRES: onnx` tests run only where onnx is installed.
+if importlib.util.find_spec("onnx") is not None:
+    config.available_features.add("onnx")

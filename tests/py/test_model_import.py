@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,3 +173,12 @@ def test_ansor_compile_without_a_log_is_iree_default(tmp_path, x, capsys):
     np.testing.assert_allclose(program(x), onnxruntime_outputs(mlp_onnx(), x)[0], rtol=RTOL, atol=ATOL)
     assert compile_main([str(tmp_path / "none.onnx"), "-o", str(out)]) == 1
     assert re.fullmatch(r"ansor-compile: error: .*none\.onnx: no such file\n", capsys.readouterr().err)
+
+
+def test_a_pytorch_model_without_torch_says_how_to_install_it(tmp_path, monkeypatch):
+    path = tmp_path / "m.py"
+    path.write_text("def make():\n    return None\n")
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(AnsorError, match=r"m\.py:make: PyTorch models need the torch package: install the CPU "
+                                         r"build: pip install torch==2.13.0"):
+        ansor_mlir.load_model(f"{path}:make")
