@@ -1,6 +1,9 @@
-"""The main job on a bundled example: tune it, then time tuned vs IREE default alternately.
+"""The main job on a bundled example: tune it, then time tuned vs IREE default (and numpy) alternately.
 
     python tools/tune_example.py [--example matmul_bias_relu] [--trials 32]
+
+One thread for every contender: IREE's local-sync device, and numpy's BLAS
+pinned before numpy starts its pool.
 """
 
 from __future__ import annotations
@@ -10,31 +13,30 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-from rich.console import Console
-from rich.table import Table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ansor_bench.threads import pin_single_thread  # noqa: E402
 
-import ansor_mlir
-from ansor_mlir import api
-from ansor_mlir.core.target import detect_host
-from ansor_mlir.errors import AnsorError
-from ansor_mlir.frontend.target_resolution import resolve_target
-from ansor_mlir.measure.compare import Contender, run_once, time_alternately
-from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
+pin_single_thread()
+
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+import ansor_mlir  # noqa: E402
+from ansor_mlir import api  # noqa: E402
+from ansor_mlir.core.target import detect_host  # noqa: E402
+from ansor_mlir.errors import AnsorError  # noqa: E402
+from ansor_mlir.frontend.entry_point import entry_point  # noqa: E402
+from ansor_mlir.frontend.target_resolution import resolve_target  # noqa: E402
+from ansor_mlir.measure.compare import Contender, run_once, time_alternately  # noqa: E402
+from ansor_mlir.measure.inputs import make_arrays  # noqa: E402
+from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line  # noqa: E402
 
 EXAMPLES = Path(ansor_mlir.__file__).parent / "examples"
-
-
-def input_arrays(text: str, seed: int = 0) -> list[np.ndarray]:
-    """Random inputs matching the entry function's tensor arguments."""
-    import re
-
-    signature = re.search(r"func\.func @\w+\(([^)]*)\)", text).group(1)
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for shape in re.findall(r"tensor<([0-9x]+)xf32>", signature):
-        arrays.append(rng.uniform(-1, 1, [int(d) for d in shape.split("x")]).astype(np.float32))
-    return arrays
+# What a user would call instead, per example (numpy's BLAS for the matmul).
+LIBRARY = {
+    "matmul_bias_relu": ("numpy (OpenBLAS, 1 thread)", lambda a, b, bias: np.maximum(a @ b + bias, 0.0)),
+}
 
 
 def build(text: str, flags: list[str], out: Path) -> Path:
@@ -54,7 +56,8 @@ def main() -> int:
     console = Console(stderr=True)
     source = EXAMPLES / f"{args.example}.mlir"
     text = source.read_text()
-    func = __import__("re").search(r"func\.func @(\w+)", text).group(1)
+    entry = entry_point(text, str(source))
+    func = entry.name
     target = resolve_target(detect_host())
     try:
         tuned = api.tune(source, target, trials=args.trials, log=args.log, seed=args.seed)
@@ -74,7 +77,7 @@ def main() -> int:
                 spec_flags.append(f"--iree-codegen-transform-dialect-library={library_path}")
                 plugin += " + transform library"
             spec_vmfb = build(text, spec_flags, Path(tmp) / "spec.vmfb")
-            inputs = input_arrays(text, args.seed)
+            inputs = make_arrays(entry.input_types, f"{args.example}:{args.seed}")
             ref = run_once(default_vmfb, func, inputs)
             for vmfb in (tuned_vmfb, spec_vmfb):
                 for a, b in zip(ref, run_once(vmfb, func, inputs), strict=True):
@@ -85,10 +88,21 @@ def main() -> int:
                 Contender("ansor-mlir tuned (iree-compile OUT.mlir)", tuned_vmfb, func),
                 Contender(plugin, spec_vmfb, func),
             ]
+            if args.example in LIBRARY:
+                name, call = LIBRARY[args.example]
+                for a, b in zip(ref, [call(*inputs)], strict=True):
+                    if not np.allclose(a, b, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(a).max()))):
+                        raise AnsorError(f"{name}: output differs from IREE default")
+                contenders.append(Contender(name, call=call))
             times = time_alternately(contenders, inputs)
     except AnsorError as exc:
         console.print(f"[red]error[/]: {exc}")
         return 1
+    for task in tuned.tasks:
+        log = f"{task.speedup:.2f}x" if task.speedup else "-"
+        program = f"{task.program_speedup:.2f}x" if task.program_speedup else "-"
+        console.print(f"task {task.task.name}: speedup in the log {log}, in the whole program {program}"
+                      + (" (no candidate won in the program: IREE's default is used)" if task.fell_back else ""))
     table = Table(title=f"{args.example}: whole program, timed alternately in one run (1 thread)")
     table.add_column("program")
     table.add_column("median time", justify="right")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,10 +19,14 @@ from ansor_mlir.measure.run_worker import placements
 
 @dataclass(frozen=True)
 class Contender:
+    """An IREE program (`vmfb` and its `function`), or a library call (`call`, given the host arrays) timed
+    against them: what a user would call instead (numpy's BLAS, PyTorch)."""
+
     name: str
     # The VM module: a file, or its bytes (a `BuiltProgram`'s).
-    vmfb: Path | bytes
-    function: str
+    vmfb: Path | bytes | None = None
+    function: str = ""
+    call: Callable[..., object] | None = None
 
 
 def load_function(vmfb: Path | bytes, function: str, device: str = "local-sync"):
@@ -61,18 +66,24 @@ def time_alternately(
 
     config = rt.Config(device)
     loaded = {}
+    host = [np.ascontiguousarray(x) for x in inputs]
     for c in contenders:
+        if c.call is not None:
+            c.call(*host)
+            loaded[c.name] = (c.call, False)
+            continue
         ctx = rt.SystemContext(config=config)
         data = c.vmfb if isinstance(c.vmfb, bytes) else c.vmfb.read_bytes()
         ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, data))
         fn = ctx.modules.module[c.function]
         fn(*[rt.asdevicearray(config.device, x) for x in inputs])
-        loaded[c.name] = fn
+        loaded[c.name] = (fn, True)
     rotation = placements(config.device, inputs)
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
     for round_index in range(rounds):
-        args = rotation[round_index % len(rotation)]
-        for name, fn in loaded.items():
+        placed = rotation[round_index % len(rotation)]
+        for name, (fn, on_device) in loaded.items():
+            args = placed if on_device else host
             deadline = time.perf_counter() + min_round_s
             while True:
                 start = time.perf_counter()
