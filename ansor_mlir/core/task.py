@@ -28,17 +28,6 @@ class IreeConfig:
     def level(self, name: str) -> tuple[int, ...] | None:
         return dict(self.levels).get(name)
 
-    def lowering_config(self) -> str:
-        body = ", ".join(f"{name} = [{', '.join(map(str, sizes))}]" for name, sizes in self.levels)
-        return f"#iree_cpu.lowering_config<{body}>"
-
-    def compilation_info(self) -> str:
-        return (
-            f"#iree_codegen.compilation_info<lowering_config = {self.lowering_config()}, "
-            f"translation_info = #iree_codegen.translation_info<pipeline = "
-            f"#iree_cpu.pipeline<{self.pipeline}>>>"
-        )
-
     def to_dict(self) -> dict:
         return {"pipeline": self.pipeline, "levels": {k: list(v) for k, v in self.levels}}
 

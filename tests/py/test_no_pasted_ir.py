@@ -21,11 +21,7 @@ PACKAGE = Path(__file__).parents[2] / "ansor_mlir"
 FALLBACK = "mlir/generic_op.py"
 
 # Modules still being converted in the issue-11 re-layering; the lead empties this tuple when they are.
-KNOWN_PENDING: tuple[str, ...] = (
-    # IreeConfig.lowering_config()/compilation_info() print IR as text until dialect/ansor_ir.py builds its
-    # fixed configurations with codegen.iree_config.compilation_info; then both methods go.
-    "core/task.py",
-)
+KNOWN_PENDING: tuple[str, ...] = ()
 
 # Packages whose modules handle IR: none imports `re`, except these, each reading something that is not IR.
 IR_PACKAGES = ("mlir", "frontend", "space", "codegen", "model", "dialect", "passes")
