@@ -62,3 +62,14 @@ def test_a_win_inside_the_noise_does_not_displace_the_incumbent():
     assert not MeasureResult(ErrorKind.NONE, median_s=0.97, spread_s=0.1).beats(incumbent)
     assert MeasureResult(ErrorKind.NONE, median_s=0.8, spread_s=0.1).beats(incumbent)
     assert not MeasureResult(ErrorKind.WRONG_ANSWER, median_s=0.1).beats(incumbent)
+
+
+def test_a_record_from_another_machine_is_not_applied():
+    """Same request (`llvm-cpu:host:t1`), another CPU: the fingerprints differ, so the record is not used."""
+    from dataclasses import replace
+
+    mine = replace(record("cpuA", 2.0), fingerprint="llvm-cpu:rocketlake:abc:t1")
+    theirs = replace(record("cpuA", 1.0), fingerprint="llvm-cpu:znver3:def:t1")
+    best = best_records([mine, theirs], "cpuA", "llvm-cpu:rocketlake:abc:t1")
+    assert best["k1"] == mine
+    assert best_records([theirs], "cpuA", "llvm-cpu:rocketlake:abc:t1") == {}
