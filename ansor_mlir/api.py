@@ -112,11 +112,11 @@ def _best_for_target(log: str | Path, target: Target) -> dict[str, Record]:
     if not path.exists():
         raise AnsorError(f"tuning log {path} does not exist: run --ansor-tune with log={path} first")
     records = read_records(path)
-    best = best_records(records, target.key)
+    best = best_records(records, target.key, target.fingerprint)
     if records and not best:
-        others = sorted({r.target for r in records})
-        raise AnsorError(f"tuning log {path} has no record for target {target.key} (it has {', '.join(others)}): "
-                         "tune for this target, or name the target the log was tuned for")
+        others = sorted({r.fingerprint or r.target for r in records})
+        raise AnsorError(f"tuning log {path} has no record for this machine, {target.fingerprint} (it has "
+                         f"{', '.join(others)}): tune on this machine, or name the target the log was tuned for")
     return best
 
 
