@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from ansor_mlir.core.target import detect_host
+from ansor_mlir.core.target import Target, detect_host
 from ansor_mlir.frontend.target_resolution import resolve_target
+
+# Compile-only tests pin named CPUs, an AVX2 one and an AVX-512 one, so they hold on any x86-64 host;
+# tests that run code use the host (`target`) and assert behaviour, not lane counts.
+AVX2_CPU, AVX512_CPU = "znver3", "znver4"
+PINNED_CPUS = (AVX2_CPU, AVX512_CPU)
+
+
+def pinned_target(cpu: str, threads: int = 1) -> Target:
+    """A named CPU as IREE resolves it, on any host."""
+    return resolve_target(Target(cpu=cpu, threads=threads))
 
 
 def matmul_bias_relu(m: int, n: int, k: int, name: str = "mm", transpose_b: bool = False) -> str:

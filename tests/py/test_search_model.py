@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import AVX512_CPU, pinned_target
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
@@ -101,8 +102,10 @@ def test_mutation_and_crossover_keep_chains_valid(small_task, target):
                 assert value in (dict(parents[0].values)[name], dict(parents[1].values)[name])
 
 
-def test_mutation_proposes_padded_register_tiles(target):
-    """GMM 1x40x40x40 (40 columns: not whole 16-lane vectors): mutants of the padding sketch reach 48."""
+def test_mutation_proposes_padded_register_tiles():
+    """GMM 1x40x40x40 (40 columns: not whole 16-lane vectors on the pinned AVX-512 CPU): mutants of the padding
+    sketch reach 48."""
+    target = pinned_target(AVX512_CPU)
     task = main_task(extract_tasks(make_workload("GMM", (1, 40, 40, 40)).mlir, target, "GMM"))
     sketch = next(s for s in generate_sketches(task, target) if s.has(Pad))
     rng = random.Random(0)

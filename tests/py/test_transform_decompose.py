@@ -54,11 +54,12 @@ def test_only_oh_and_kh_are_unit_and_the_strategy_decomposes(target):
 
 @pytest.mark.parametrize("name, shape", [("C2D", C2D), ("DIL", DIL)])
 def test_multi_pixel_register_tiles_compile_run_and_match_numpy(target, name, shape):
+    """7 (6) output pixels by one vector of output channels: within the host's register file."""
     workload, task = main_of(name, shape, target)
     sketch = next(s for s in generate_sketches(task, target) if s.has(Decompose))
     n, oh, ow, co, kh, kw, ci = conv_2d_loops(task_dag(task).ops[task_dag(task).root])
     chains = {f"d{ow}": (task_dag(task).ops[task_dag(task).root].extents[ow], 7 if name == "C2D" else 6),
-              f"d{co}": (16, 16), f"d{kw}": (1,), f"d{ci}": (3,)}
+              f"d{co}": (16, target.vector_lanes(4)), f"d{kw}": (1,), f"d{ci}": (3,)}
     values = {k.name: chains.get(k.name, (k.extent,) * len(k.levels)) for k in tile_knobs(sketch.knobs)}
     values |= {"cache_write": (0,), "lowering": (0,)}
     assert is_valid(sketch, values, task, target), values
