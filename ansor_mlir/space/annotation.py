@@ -203,6 +203,10 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
     if sketch.family is Family.TRANSFORM:
         candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
         return is_valid_strategy(resolve(sketch, candidate, task), target)
+    if sketch.has(MicroKernel):  # its register tile is the micro-kernel's, not the knobs' innermost level
+        resolved = resolve(sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))), task)
+        vector = max(prod(resolved.register), pipeline_consumer_vector_elements(sketch, values, task))
+        return micro_kernel_fits(resolved) and vector * task.root.element_bytes <= limits(target).vector_bytes
     inner = vector_tiles(sketch, values)
     elem = task.root.element_bytes
     tiles = tile_knobs(sketch.knobs)

@@ -96,6 +96,5 @@ def micro_kernel_fits(resolved: Resolved) -> bool:
     for tiles in (above, workgroup):
         if tiles[step.rows] % mr or tiles[step.cols] % nr:
             return False
-    root = resolved.root
-    unroll = prod(resolved.register[d] for d in root.reduction_dims)
-    return unroll <= MAX_K_UNROLL
+    reduction = [d for d, it in enumerate(resolved.iterator_types) if it == "reduction"]
+    return prod(resolved.register[d] for d in reduction) <= MAX_K_UNROLL

@@ -156,7 +156,7 @@ def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag
     root = dag.ops[dag.root]
     values = dict(candidate.values)
     forced = forced_unit_dims(root, sketch.has(Decompose))
-    kernel = micro_kernel_tiles(sketch, candidate, root)
+    kernel = micro_kernel_tiles(sketch, candidate, root.extents, root.iterator_types)
     current = list(root.extents)
     per_level: dict[str, list[int]] = {}
     for level in sketch.levels:
@@ -184,16 +184,20 @@ def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag
                     consumer_tiles)
 
 
-def micro_kernel_tiles(sketch: Sketch, candidate: Candidate, root: LinalgOpInfo) -> dict[str, dict[int, int]]:
-    """Register tiles a `MicroKernel` sets, per level: `mr` and `nr` on its loops and every other parallel
-    loop unit (`vector_common_parallel`), every reduction loop but the innermost unit (`vector_reduction`)."""
+def micro_kernel_tiles(
+    sketch: Sketch, candidate: Candidate, extents: tuple[int, ...], iterator_types: tuple[str, ...]
+) -> dict[str, dict[int, int]]:
+    """Register tiles a `MicroKernel` sets on the root's loops, per level: `mr` and `nr` on its loops and every
+    other parallel loop unit (`vector_common_parallel`), every reduction loop but the innermost unit
+    (`vector_reduction`)."""
     step = sketch.step(MicroKernel)
     if not isinstance(step, MicroKernel):
         return {}
     (knob,) = step.knobs
     mr, nr = micro_kernel_shape(candidate.choice(knob) or knob.options[0])
-    parallel = {d: 1 for d, it in enumerate(root.iterator_types) if it == "parallel" and root.extents[d] > 1}
-    reduction = {d: 1 for d in root.reduction_dims[:-1] if root.extents[d] > 1}
+    parallel = {d: 1 for d, it in enumerate(iterator_types) if it == "parallel" and extents[d] > 1}
+    reductions = [d for d, it in enumerate(iterator_types) if it == "reduction"]
+    reduction = {d: 1 for d in reductions[:-1] if extents[d] > 1}
     return {"vector_common_parallel": {**parallel, step.rows: mr, step.cols: nr}, "vector_reduction": reduction}
 
 
@@ -256,11 +260,13 @@ def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfi
         return IreeConfig(pipeline=sketch.pipeline, levels=())
     values = dict(candidate.values)
     loops = len(task.root.loop_extents)
-    kernel: dict[str, dict[int, int]] = {}
+    kernel = micro_kernel_tiles(sketch, candidate, task.root.loop_extents, task.root.iterator_types)
     if sketch.family is Family.TRANSFORM and task.codegen_ops:
         dag = task_dag(task)
-        loops = len(dag.ops[dag.root].extents) if dag else loops
-        kernel = micro_kernel_tiles(sketch, candidate, dag.ops[dag.root]) if dag else {}
+        if dag is not None:
+            root = dag.ops[dag.root]
+            loops = len(root.extents)
+            kernel = micro_kernel_tiles(sketch, candidate, root.extents, root.iterator_types)
     levels = []
     for level in sketch.levels:
         sizes = [0] * loops

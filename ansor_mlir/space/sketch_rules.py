@@ -18,8 +18,10 @@ from ansor_mlir.core.schedule import (
     PIPELINE,
     REDUCTION,
     SPATIAL,
+    ChoiceKnob,
     ConfigurePipeline,
     Family,
+    MicroKernel,
     Sketch,
     TileKnob,
     UseIreeDefault,
@@ -248,6 +250,54 @@ class TransformDecomposeRule:
         return [register_level_sketch(task, index, self.name, decomposed=True)]
 
 
+def micro_kernel_shapes(task: Task, target: Target) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
+    """The root's outer-product loops and the `MRxNR` register tiles the target fits, or `(None, ())`."""
+    dag = dags.task_dag(task)
+    loops = micro_kernel.micro_kernel_loops(dag) if dag is not None else None
+    if loops is None:
+        return None, ()
+    root = dag.ops[dag.root]
+    return loops, micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
+                                               task.root.element_bytes)
+
+
+@dataclass(frozen=True)
+class MicroKernelPipelineRule:
+    """Register-blocked micro-kernels in IREE's `DoubleTilingExpert`: its register tile one of the `MRxNR` shapes
+    of `TransformMicroKernelRule`, its workgroup tiles and reduction unroll the knobs.
+
+    Applies where IREE's pipeline configures the root and the root's loops are
+    the ones its codegen tiles (no re-inserted batch loop). No cache level:
+    with one, IREE vectorizes the fill and the epilogue at the cache tile
+    (a 64x128 tile of the example's bias + relu is a 32 KiB vector, over
+    IREE's limit), the cache blocking is the transform sketch's.
+    """
+
+    name: str = "micro-kernel"
+    pipeline: str = "DoubleTilingExpert"
+
+    def applies(self, task: Task, target: Target) -> bool:
+        config, dag = task.default_config, dags.task_dag(task)
+        if config is None or config.pipeline not in ("DoubleTilingExpert", "Default") or dag is None:
+            return False
+        same_loops = dag.ops[dag.root].extents == task.root.loop_extents
+        return same_loops and bool(micro_kernel_shapes(task, target)[1])
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        loops, shapes = micro_kernel_shapes(task, target)
+        assert loops is not None
+        levels = MultiLevelTilingRule(with_cache=False).levels()
+        knobs = []
+        for dim, (extent, iterator) in enumerate(zip(task.root.loop_extents, task.root.iterator_types, strict=True)):
+            if extent > 1 and (iterator == "parallel" or dim == loops.k):
+                level = "distribution" if iterator == "parallel" else "vector_reduction"
+                knobs.append(TileKnob(f"d{dim}", dim, extent, (level,)))
+        steps = (ConfigurePipeline(tuple(knobs), self.pipeline),
+                 MicroKernel((ChoiceKnob("micro_kernel", shapes),), loops.rows, loops.cols))
+        return [Sketch(task.key, index, Family.PIPELINE, self.pipeline, levels, steps,
+                       ("multi-level-tiling", self.name))]
+
+
 @dataclass(frozen=True)
 class TransformMicroKernelRule:
     """Register-blocked micro-kernels, as BLAS libraries build them: an `mr x nr` outer-product register tile.
@@ -264,21 +314,11 @@ class TransformMicroKernelRule:
 
     name: str = "micro-kernel"
 
-    def _shapes(self, task: Task, target: Target) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
-        dag = dags.task_dag(task)
-        loops = micro_kernel.micro_kernel_loops(dag) if dag is not None else None
-        if loops is None:
-            return None, ()
-        root = dag.ops[dag.root]
-        shapes = micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
-                                              task.root.element_bytes)
-        return loops, shapes
-
     def applies(self, task: Task, target: Target) -> bool:
-        return bool(self._shapes(task, target)[1])
+        return bool(micro_kernel_shapes(task, target)[1])
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        loops, shapes = self._shapes(task, target)
+        loops, shapes = micro_kernel_shapes(task, target)
         dag = dags.task_dag(task)
         assert dag is not None and loops is not None
         levels = TransformTilingRule(with_cache=True).levels()
@@ -300,6 +340,7 @@ def cpu_rules() -> list[SketchRule]:
         TransformPackingRule(),
         TransformDecomposeRule(),
         TransformMicroKernelRule(),
+        MicroKernelPipelineRule(),
     ]
 
 

@@ -17,7 +17,7 @@ from conftest import matmul_bias_relu
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.tuning_spec import attach_configs
-from ansor_mlir.core.schedule import Candidate, MicroKernel, Sketch, micro_kernel_shape
+from ansor_mlir.core.schedule import Candidate, Family, MicroKernel, Sketch, micro_kernel_shape
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.target_resolution import resolve_target
@@ -35,8 +35,8 @@ from ansor_mlir.tuning.tuner import build_input
 M, N, K = 64, 64, 96
 
 
-def micro_kernel_sketch(task, target) -> Sketch | None:
-    return next((s for s in generate_sketches(task, target) if s.has(MicroKernel)), None)
+def micro_kernel_sketch(task, target, family: Family = Family.TRANSFORM) -> Sketch | None:
+    return next((s for s in generate_sketches(task, target) if s.has(MicroKernel) and s.family is family), None)
 
 
 @pytest.fixture(scope="module", params=["znver3", "znver4"])
@@ -56,32 +56,37 @@ def test_register_shapes_fill_the_register_file_without_spilling(pinned):
         assert {"6x16", "4x24"} <= set(register_shapes(96, 96, pinned, 4))  # what BLAS uses on AVX2
 
 
-def test_rule_reads_loop_structure(target):
-    plain = main_task(extract_tasks(matmul_bias_relu(M, N, K), target, "mm"))
-    assert micro_kernel_sketch(plain, target) is not None
-    linear = main_task(extract_tasks(matmul_bias_relu(M, N, K, name="lin", transpose_b=True), target, "lin"))
-    assert micro_kernel_sketch(linear, target) is None  # B read across the vector loop: the packing rule's
-    conv = main_task(extract_tasks(make_workload("C2D", (1, 14, 14, 3, 16, 3, 2, 1)).mlir, target, "C2D"))
-    assert micro_kernel_sketch(conv, target) is None
-    norm = main_task(extract_tasks(make_workload("NRM", (1, 256, 256)).mlir, target, "NRM"))
-    assert micro_kernel_sketch(norm, target) is None
+def test_rules_read_loop_structure(target):
+    def kernels(mlir: str, name: str) -> list[Family]:
+        task = main_task(extract_tasks(mlir, target, name))
+        return [s.family for s in generate_sketches(task, target) if s.has(MicroKernel)]
+
+    assert kernels(matmul_bias_relu(M, N, K), "mm") == [Family.TRANSFORM, Family.PIPELINE]
+    # B read across the vector loop: the packing rule's
+    assert kernels(matmul_bias_relu(M, N, K, name="lin", transpose_b=True), "lin") == []
+    assert kernels(make_workload("C2D", (1, 14, 14, 3, 16, 3, 2, 1)).mlir, "C2D") == []
+    assert kernels(make_workload("NRM", (1, 256, 256)).mlir, "NRM") == []
 
 
-def test_micro_kernel_sketch_is_appended_and_fixes_what_is_not_a_choice(target):
+def test_micro_kernel_sketches_are_appended_and_fix_what_is_not_a_choice(target):
     task = main_task(extract_tasks(matmul_bias_relu(M, N, K), target, "mm"))
     sketches = generate_sketches(task, target)
-    sketch = sketches[-1]
-    assert sketch.has(MicroKernel) and sketch.rules[-1] == "micro-kernel"
-    names = {k.name for k in sketch.knobs}
+    transform, pipeline = sketches[-2:]
+    assert [s.family for s in (transform, pipeline)] == [Family.TRANSFORM, Family.PIPELINE]
+    assert all(s.has(MicroKernel) and s.rules[-1] == "micro-kernel" for s in (transform, pipeline))
+    names = {k.name for k in transform.knobs}
     assert {"micro_kernel", "consumer_fusion"} <= names and not {"cache_write", "lowering"} & names
-    levels = {k.name: k.levels for k in sketch.knobs if hasattr(k, "levels")}
+    levels = {k.name: k.levels for k in transform.knobs if hasattr(k, "levels")}
     assert levels == {"d0": ("distribution", "cache_parallel"), "d1": ("distribution", "cache_parallel"),
                       "d2": ("cache_reduction", "vector_reduction")}
+    levels = {k.name: k.levels for k in pipeline.knobs if hasattr(k, "levels")}
+    assert levels == {"d0": ("distribution",), "d1": ("distribution",), "d2": ("vector_reduction",)}
 
 
-def test_sampled_candidates_are_whole_micro_kernels(pinned):
+@pytest.mark.parametrize("family", [Family.TRANSFORM, Family.PIPELINE])
+def test_sampled_candidates_are_whole_micro_kernels(pinned, family):
     task = main_task(extract_tasks(matmul_bias_relu(256, 256, 256), pinned, "mm"))
-    sketch = micro_kernel_sketch(task, pinned)
+    sketch = micro_kernel_sketch(task, pinned, family)
     (knob,) = sketch.step(MicroKernel).knobs
     first = [sample_candidate(sketch, task, pinned, random.Random(seed)) for seed in range(16)]
     assert first == [sample_candidate(sketch, task, pinned, random.Random(seed)) for seed in range(16)]
@@ -91,17 +96,21 @@ def test_sampled_candidates_are_whole_micro_kernels(pinned):
         resolved = resolve(sketch, candidate, task)
         assert resolved.register[:2] == [mr, nr] and resolved.register[2] <= MAX_K_UNROLL
         assert resolved.above_register[0] % mr == 0 and resolved.above_register[1] % nr == 0
-    assert not is_valid(sketch, {**dict(first[0].values), "d0": (256, 1)}, task, pinned)  # a row is no block
+    rows = (256, 1) if family is Family.TRANSFORM else (1,)
+    assert not is_valid(sketch, {**dict(first[0].values), "d0": rows}, task, pinned)  # a row is no block
 
 
-@pytest.mark.parametrize("shape", [0, 1, 2])
-def test_micro_kernels_build_run_match_numpy_and_keep_accumulators_in_registers(target, shape):
+@pytest.mark.parametrize(("family", "shape"), [(Family.TRANSFORM, 0), (Family.TRANSFORM, 1),
+                                               (Family.TRANSFORM, 2), (Family.PIPELINE, 1)])
+def test_micro_kernels_build_run_match_numpy_and_keep_accumulators_in_registers(target, family, shape):
     mlir = matmul_bias_relu(M, N, K)
     task = main_task(extract_tasks(mlir, target, "mm"))
-    sketch = micro_kernel_sketch(task, target)
+    sketch = micro_kernel_sketch(task, target, family)
     (knob,) = sketch.step(MicroKernel).knobs
     mr, nr = micro_kernel_shape(knob.options[shape])
     values = {"d0": (M, M), "d1": (N, N), "d2": (K, 4), "micro_kernel": (shape,), "consumer_fusion": (0,)}
+    if family is Family.PIPELINE:
+        values = {"d0": (M,), "d1": (N,), "d2": (4,), "micro_kernel": (shape,)}
     assert is_valid(sketch, values, task, target)
     candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
     flow = compile_to_phase(mlir, target.compile_flags(), "flow", "mm")
@@ -112,7 +121,8 @@ def test_micro_kernels_build_run_match_numpy_and_keep_accumulators_in_registers(
     a, b, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (K, N), (N,)))
     (got,) = run_once(build.program.vmfb, "mm", [a, b, bias])
     np.testing.assert_allclose(got, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
-    text, _ = attach_configs(flow, {}, "mm", {task.key: item.strategy})
+    configs = {task.key: (item.root_index, item.config)} if item.config is not None else {}
+    text, _ = attach_configs(flow, configs, "mm", {task.key: item.strategy} if item.strategy else {})
     with tempfile.TemporaryDirectory() as tmp:
         (asm,) = dump_assembly(text, Path(tmp))
         loop = hot_loop(asm.read_text())
