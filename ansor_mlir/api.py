@@ -188,19 +188,24 @@ def emit_transform_library(
 def emit_tuning_spec(
     module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
 ) -> str:
-    """One tuning spec with the best configuration of every task of the module.
+    """One tuning spec with the best configuration of every task of the module, transform strategies included.
 
-    For ordinary IREE flows: `iree-compile IN.mlir --iree-codegen-tuning-spec-path=SPEC`.
+    For ordinary IREE flows: `iree-compile IN.mlir --iree-codegen-tuning-spec-path=SPEC`, nothing else: a task
+    whose best record is a transform strategy gets the strategy in the spec, which runs it on the dispatch.
     """
+    text, name = read_source(module, name)
     tgt = resolve_target(target)
-    tasks = extract_tasks(module, tgt, name)
+    tasks = _extract_tasks(text, tgt, name)
     best = _best_for_target(log, tgt)
     entries = [
         (task, best[task.key].config)
         for task in tasks
         if task.key in best and task.tunable and not best[task.key].is_default
+        and best[task.key].family is not Family.TRANSFORM
     ]
-    return render_spec(entries)
+    strategies = best_strategies(text, best, tgt, name)
+    by_key = {task.key: task for task in tasks}
+    return render_spec(entries, [(by_key[key], *strategies[key]) for key in sorted(strategies)])
 
 
 # Whole models compile for longer and in more memory than one task's candidates.

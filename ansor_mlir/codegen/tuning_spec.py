@@ -3,7 +3,9 @@
 Two ways to hand IREE a chosen configuration, both used:
 - a tuning spec (`--iree-codegen-tuning-spec-path`): a transform script whose
   matcher recognises the task's root op by structure and shape and annotates
-  it with `compilation_info`; our plug-in point into ordinary IREE flows;
+  it with `compilation_info`, or, for a transform-dialect strategy, carries
+  the strategy and runs it on the matched dispatch; our plug-in point into
+  ordinary IREE flows;
 - `compilation_info` attached directly to the root op inside IREE's
   flow-level module, which plain `iree-compile` then builds.
 
@@ -19,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from iree.compiler import ir
 from iree.compiler.dialects import preprocessing_transform, transform
+from iree.compiler.dialects.transform import structured
 
 from ansor_mlir.codegen.iree_config import compilation_info, strategy_translation_info
 from ansor_mlir.core.task import IreeConfig, Task
@@ -65,15 +68,38 @@ def match_root(handle: ir.Value, root: ir.Operation) -> None:
     transform.YieldOp([], ip=ir.InsertionPoint(body))
 
 
-def render_spec(entries: Sequence[tuple[Task, IreeConfig]]) -> str:
-    """One tuning spec applying each task's configuration (deterministic text)."""
-    with shared_context(), ir.Location.unknown():
+def render_spec(
+    entries: Sequence[tuple[Task, IreeConfig]], strategies: Sequence[tuple[Task, str, str]] = ()
+) -> str:
+    """One tuning spec applying each task's configuration and each (task, strategy name, strategy text).
+
+    A configuration goes on the root op (`compilation_info`). A strategy
+    travels in the spec itself: IREE looks a `codegen_spec` up only in a
+    transform library (`--iree-codegen-transform-dialect-library`), never in
+    the tuning spec, so the spec runs it. Its matcher points the dispatch
+    function's translation_info at the strategy, as a library's
+    `@__kernel_config` does; after matching, the entry point includes the
+    strategy on the module of each function pointing at it (not from a
+    `foreach_match` action: the strategy rewrites the ops the match walks).
+    The strategy ends by setting `no_pipeline`, so IREE's own configuration
+    leaves the function alone. `iree-compile --iree-codegen-tuning-spec-path=SPEC`
+    alone builds the tuned program. Deterministic text.
+    """
+    with shared_context() as ctx, ir.Location.unknown():
+        parsed = transform_library([text for _, _, text in strategies], "strategies", ctx)
         spec = _library("ansor_tuning_spec")
         with ir.InsertionPoint(spec.body):
             _apply_sequence(APPLY_CONFIG, "compilation_info", parent=None)
+            if strategies:
+                _apply_sequence(APPLY_STRATEGY, "translation_info", parent="func.func")
             for task, config in entries:
                 _matcher_sequence(task, compilation_info(config))
-            _entry_sequence([(matcher_name(task), APPLY_CONFIG) for task, _ in entries], tuning_entrypoint=True)
+            for (task, name, _), strategy in zip(strategies, ops_of(parsed.body), strict=True):
+                _matcher_sequence(task, strategy_translation_info(name))
+                strategy.clone()
+            pairs = [(matcher_name(task), APPLY_CONFIG) for task, _ in entries]
+            pairs += [(matcher_name(task), APPLY_STRATEGY) for task, _, _ in strategies]
+            _entry_sequence(pairs, tuning_entrypoint=True, run=[name for _, name, _ in strategies])
         verify(spec.operation, "tuning spec")
         return print_op(spec.operation)
 
@@ -193,8 +219,9 @@ def _matcher_sequence(task: Task, config: ir.Attribute) -> None:
     _sequence(matcher_name(task), [("root", any_op, READONLY)], [any_op, any_param], body)
 
 
-def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool) -> None:
-    """`@__kernel_config(%variant_op)`: run each (matcher, action) pair over the variant."""
+def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool, run: Sequence[str] = ()) -> None:
+    """`@__kernel_config(%variant_op)`: run each (matcher, action) pair over the variant, then each strategy of
+    `run` on the functions the matchers pointed at it."""
     any_op = transform.AnyOpType.get()
 
     def body(variant: ir.Value) -> None:
@@ -202,8 +229,26 @@ def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool) -
             with ir.Location.name("res"):
                 variant = transform.ForeachMatchOp(any_op, [], variant, [], [m for m, _ in pairs],
                                                    [a for _, a in pairs]).updated
+        for name in run:
+            _run_strategy(variant, name)
         transform.YieldOp([variant])
 
     sequence = _sequence(ENTRY_POINT, [("variant_op", any_op, CONSUMED)], [any_op], body)
     if tuning_entrypoint:
         sequence.operation.attributes["iree_codegen.tuning_spec_entrypoint"] = ir.UnitAttr.get()
+
+
+def _run_strategy(variant: ir.Value, name: str) -> None:
+    """Include strategy `@name` on the module of every function whose translation_info names it."""
+    any_op = transform.AnyOpType.get()
+    with ir.Location.name("funcs"):
+        funcs = structured.MatchOp(any_op, variant, ops=["func.func"],
+                                   op_attrs={"translation_info": strategy_translation_info(name)}).result
+    loop = transform.ForeachOp([], [funcs])
+    func = loop.body.arguments[0]
+    func.set_location(ir.Location.name("func"))
+    with ir.InsertionPoint(loop.body):
+        with ir.Location.name("module"):
+            module = transform.GetParentOp(any_op, func, op_name="builtin.module").result
+        transform.IncludeOp([], name, transform.FailurePropagationMode.Propagate, [module])
+        transform.YieldOp([])
