@@ -195,7 +195,7 @@ def lowering_error(module: ir.Module, exc: ir.MLIRError, what: str) -> str:
 
 def describe_location(location: ir.Location) -> str:
     """A location as a person reads it: an ONNX node's name, or a Python source line."""
-    for cast, show in ((ir.NameLoc, lambda loc: f"node '{loc.name_str}'"),
+    for cast, show in ((ir.NameLoc, lambda loc: f"node '{loc.name_str}'" if loc.name_str else "an unnamed node"),
                        (ir.FileLineColLoc, lambda loc: f"{loc.filename}:{loc.start_line}"),
                        (ir.CallSiteLoc, lambda loc: describe_location(loc.callee)),
                        (ir.FusedLoc, lambda loc: describe_location(loc.locations[0]) if loc.locations else "?")):

@@ -261,9 +261,12 @@ def task_from_dispatch(
     module = ir.Module.parse(canonical, ctx)
     task_func = module.body.operations[0].operation
     all_linalg = [op for op in ops_of(task_func.regions[0].blocks[0]) if op.name.startswith("linalg.")]
+    structures = generalized_ops(canonical)
+    if any(structure is None for structure in structures):
+        return None  # an op with no loop nest of its own (linalg.softmax): IREE keeps its configuration
     pairs = [
         (op, generic)
-        for op, generic in zip(all_linalg, generalized_ops(canonical), strict=True)
+        for op, generic in zip(all_linalg, structures, strict=True)
         if op.name not in STRUCTURAL_SKIP
     ]
     linalg_ops = [op for op, _ in pairs]
@@ -300,8 +303,9 @@ def task_from_dispatch(
     )
 
 
-def generalized_ops(func_text: str) -> list[dict]:
-    """Loop structure of every linalg op, read off its generic form."""
+def generalized_ops(func_text: str) -> list[dict | None]:
+    """Loop structure of every linalg op, read off its generic form (None for an op that is not a loop nest,
+    such as `linalg.softmax`, which IREE decomposes only at codegen)."""
     result = run_tool("iree-opt", ["--linalg-generalize-named-ops", "-"], stdin=func_text.encode())
     if not result.ok:
         raise AnsorError(f"cannot analyse task: {first_error_line(result.stderr)}")
@@ -311,7 +315,7 @@ def generalized_ops(func_text: str) -> list[dict]:
     out = []
     for op in ops_of(func.regions[0].blocks[0]):
         if op.name.startswith("linalg."):
-            out.append(_loop_structure(op))
+            out.append(_loop_structure(op) if "indexing_maps" in op.attributes else None)
     return out
 
 
