@@ -45,22 +45,26 @@ def micro_kernel_loops(dag: Dag) -> MicroKernelLoops | None:
     `cols` is the output's vector loop, which every input it indexes must read
     contiguously (a transposed `B` is the packing rule's); `rows` is the
     innermost other parallel loop of the output that some input does not read
-    (the broadcast side: `B` is reused across it) and some input does.
-    Window loops (convolutions) are left to the sketches that fold them.
+    (the broadcast side: `B` is reused across it) and some input does; `k` the
+    innermost reduction loop. None of them may be a loop the register tile
+    keeps unit (`unit_register_dims`: strided or dilated windows), so a
+    stride-1 convolution is an implicit GEMM (output pixels of a row x output
+    channels, over input channels; its window loops unit and folded).
     """
     if not dag.is_contraction():
         return None
     root = dag.ops[dag.root]
     outputs = output_dims(root)
-    if unit_register_dims(root) or not root.reduction_dims or not outputs or outputs[-1] is None:
+    if not root.reduction_dims or not outputs or outputs[-1] is None:
         return None
-    cols = vector_loop(root)
-    if any(dims[-1] != [cols] for i, dims in operands_along(root, cols) if i < root.num_inputs):
+    forced = unit_register_dims(root)
+    cols, k = vector_loop(root), root.reduction_dims[-1]
+    if {cols, k} & forced or any(dims[-1] != [cols] for i, dims in operands_along(root, cols) if i < root.num_inputs):
         return None
     inputs = root.indexing_maps[: root.num_inputs]
-    for d in reversed([d for d in output_dims(root) if d is not None and d != cols]):
+    for d in reversed([d for d in outputs if d is not None and d != cols and d not in forced]):
         if root.extents[d] > 1 and any(d not in m.dims() for m in inputs) and any(d in m.dims() for m in inputs):
-            return MicroKernelLoops(d, cols, root.reduction_dims[-1])
+            return MicroKernelLoops(d, cols, k)
     return None
 
 
