@@ -13,7 +13,8 @@ from ansor_mlir.core.task import Task
 def encode_array(array: np.ndarray) -> bytes:
     """`.npy` bytes: shape and element type travel with the data, and any numpy reads them."""
     buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    # `np.asarray(order="C")`, not `ascontiguousarray`, which turns a 0-d array (a scalar tensor) into 1-d.
+    np.save(buffer, np.asarray(array, order="C"), allow_pickle=False)
     return buffer.getvalue()
 
 

@@ -128,3 +128,11 @@ def test_arrays_travel_as_npy_bytes_unchanged():
     for array in (np.arange(12, dtype=np.int8).reshape(3, 4), np.linspace(-1, 1, 7, dtype=np.float16)):
         back = decode_array(encode_array(array))
         assert back.dtype == array.dtype and np.array_equal(back, array)
+
+
+def test_scalar_tensors_keep_their_rank_on_the_wire():
+    from ansor_mlir.measure.inputs import decode_array, encode_array, make_arrays
+
+    (scalar, vector) = make_arrays(("tensor<f32>", "tensor<3xi8>"), "k")
+    assert decode_array(encode_array(scalar)).shape == ()
+    assert decode_array(encode_array(vector)).dtype == np.int8
