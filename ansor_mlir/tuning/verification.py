@@ -26,12 +26,19 @@ from ansor_mlir.database.records import ProgramCheck, Record, best_records, for_
 from ansor_mlir.frontend.entry_point import entry_point
 from ansor_mlir.measure.builder import Builder, BuildInput, BuiltProgram
 from ansor_mlir.measure.inputs import encode_array, make_arrays
-from ansor_mlir.measure.runner import CompareInput, Runner
+from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.tuning.task_result import TaskResult
 
 # A candidate must speed the program up by at least this much (median of the per-round speedups) ...
 MIN_GAIN = 0.01
+# Seconds of alternated timing one task's check aims at: a program of seconds per call gets fewer rounds
+# (C3D's untuned build takes 6 s), never fewer than `MIN_ROUNDS`.
+CHECK_BUDGET_S = 60.0
+MIN_ROUNDS = 5
+MIN_ROUND_S = 0.05
+# The default program of a slow model may take minutes per call.
+REFERENCE_TIMEOUT_S = 600.0
 
 
 def judge(default_s: Sequence[float], tuned_s: Sequence[float], min_gain: float = MIN_GAIN) -> ProgramCheck:
@@ -89,16 +96,19 @@ class ProgramVerifier:
         (default,) = self.builder.build([BuildInput("", flow, 0, None, function=entry.name)])
         if not default.ok or default.program is None:
             return []
+        # One timed run of the default program sizes the comparison: rounds and the time limit.
+        run = self.runner.submit(RunInput(default.program, inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
+        program_s = run.measured.median_s if run.measured.ok else None
         checks: list[Record] = []
         for result in results:
             candidates = work[id(result)]
             if candidates:
-                checks += self._verify_task(result, candidates, flow, entry.name, default.program, inputs)
+                checks += self._verify_task(result, candidates, flow, entry.name, default.program, inputs, program_s)
         return checks
 
     def _verify_task(
         self, result: TaskResult, candidates: list[Record], flow: str, function: str, default: BuiltProgram,
-        inputs: tuple[bytes, ...],
+        inputs: tuple[bytes, ...], program_s: float | None,
     ) -> list[Record]:
         task = result.task
         builds = self.builder.build([_build_input(task, r, flow, function) for r in candidates])
@@ -107,8 +117,15 @@ class ProgramVerifier:
                                                   f"the program did not build: {b.message}"), timestamp=now())
                   for r, b in zip(candidates, builds, strict=True) if not (b.ok and b.program)]
         if built:
+            programs = (default, *(p for _, p in built))
+            rounds, limit = self.rounds, None
+            if program_s is not None:
+                per_round = len(programs) * max(MIN_ROUND_S, program_s)
+                rounds = max(MIN_ROUNDS, min(self.rounds, int(CHECK_BUDGET_S / per_round)))
+                # A candidate may be several times slower than the default: allow for it.
+                limit = 60.0 + 4.0 * rounds * per_round
             compared = self.runner.submit_compare(
-                CompareInput((default, *(p for _, p in built)), inputs, rounds=self.rounds)).result()
+                CompareInput(programs, inputs, rounds=rounds, min_round_s=MIN_ROUND_S, timeout_s=limit)).result()
             for i, (record, _) in enumerate(built, start=1):
                 if not compared.ok:
                     check = ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, compared.message)
