@@ -126,6 +126,15 @@ class Target:
         """The IREE runtime device used for timing (one thread = stable timing)."""
         return "local-sync" if self.threads <= 1 else "local-task"
 
+    def runtime_flags(self) -> tuple[str, ...]:
+        """IREE runtime flags for a process that times on `runtime_device`, parsed before its first device.
+
+        `local-task` otherwise starts one worker per physical core (up to 64),
+        whatever `threads` says; capped, it starts `threads` workers, each
+        pinned to its own physical core (fewer on a host with fewer cores).
+        """
+        return () if self.threads <= 1 else (f"--task_topology_max_group_count={self.threads}",)
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 

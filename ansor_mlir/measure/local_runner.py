@@ -7,7 +7,9 @@ references, then times calls with the host clock: after `warmup` calls, at
 least `min_repeats` and for at least `min_time_s`, at most `max_repeats`. A
 crashing or hanging kernel kills only the worker; it is restarted and the
 failure recorded. Programs and arrays arrive as bytes; they become scratch
-files here only because the worker reads files.
+files here only because the worker reads files. The worker times on the
+target's runtime device: `local-sync` for one thread, else `local-task` with
+`threads` workers (`Target.runtime_flags`, given on its command line).
 """
 
 from __future__ import annotations
@@ -165,10 +167,14 @@ class LocalRunner(Runner):
         file.unlink()
         return data
 
+    def worker_command(self) -> list[str]:
+        """The timing worker's command line: the target's runtime flags configure its device."""
+        return [sys.executable, "-m", "ansor_mlir.measure.run_worker", *self.target.runtime_flags()]
+
     def _ensure_worker(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "ansor_mlir.measure.run_worker"],
+                self.worker_command(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

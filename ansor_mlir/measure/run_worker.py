@@ -150,8 +150,17 @@ def compare_modules(request: dict) -> dict:
     return {"samples": samples, "wrong": wrong}
 
 
-def serve() -> None:
-    """Answer JSON-line timing requests on stdin until it closes."""
+def serve(runtime_flags: list[str]) -> None:
+    """Answer JSON-line timing requests on stdin until it closes.
+
+    `runtime_flags` (`Target.runtime_flags`: the task system's worker count)
+    configure IREE's runtime for the whole process, so they are parsed before
+    any device exists.
+    """
+    if runtime_flags:
+        import iree.runtime as rt
+
+        rt.flags.parse_flags(*runtime_flags)
     for line in sys.stdin:
         try:
             request = json.loads(line)
@@ -163,4 +172,4 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1:])

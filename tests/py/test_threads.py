@@ -1,0 +1,84 @@
+"""`threads=N` tunes on IREE's multi-threaded runtime with N workers, and records keep the thread count."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import matmul_bias_relu
+
+from ansor_mlir import api
+from ansor_mlir.core.target import Target, detect_host
+from ansor_mlir.database.records import read_records
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.target_resolution import resolve_target
+from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.mlir.iree_compiler import compile_vmfb
+from ansor_mlir.tuning.tuner import TuneOptions
+
+DUMP = "--dump_task_topologies"
+# Prints the task system IREE's local-task driver starts under the given flags.
+TOPOLOGY = "import sys, iree.runtime as rt; rt.flags.parse_flags(*sys.argv[1:]); rt.get_driver('local-task')" \
+           ".create_default_device()"
+
+
+def worker_groups(output: str) -> int:
+    """Workers of the first topology in a `--dump_task_topologies` dump."""
+    line = next(line for line in output.splitlines() if line.startswith("# topology[0]:"))
+    return int(line.split(":")[1].split()[0])
+
+
+def test_one_thread_times_on_the_calling_thread():
+    assert Target(threads=1).runtime_device() == "local-sync" and Target(threads=1).runtime_flags() == ()
+    assert Target(threads=4).runtime_device() == "local-task"
+    assert Target(threads=4).runtime_flags() == ("--task_topology_max_group_count=4",)
+
+
+def test_timing_worker_starts_one_runtime_worker_per_thread(tmp_path: Path):
+    """The local runner's worker, started with the target's runtime flags, times on `threads` workers (at most
+    one per physical core: as many as IREE starts uncapped on a host with fewer)."""
+    uncapped = worker_groups(subprocess.run([sys.executable, "-c", TOPOLOGY, DUMP], capture_output=True,
+                                            text=True, check=True).stdout)
+    target = Target(threads=2)
+    vmfb = tmp_path / "mm.vmfb"
+    assert compile_vmfb(matmul_bias_relu(16, 16, 16), target.compile_flags(), vmfb).ok
+    inputs = []
+    for i, shape in enumerate(((16, 16), (16, 16), (16,))):
+        inputs.append(str(tmp_path / f"in{i}.npy"))
+        np.save(inputs[-1], np.ones(shape, np.float32))
+    request = {"device": target.runtime_device(), "vmfb": str(vmfb), "function": "mm", "inputs": inputs,
+               "references": None, "save_outputs": None, "warmup": 0, "min_time_s": 0.0, "min_repeats": 1,
+               "max_repeats": 1}
+    command = LocalRunner(target).worker_command()
+    assert command[-1] == "--task_topology_max_group_count=2"
+
+    def groups(flags: list[str]) -> int:
+        """With the dump flag, the runtime prints the task system of the worker's device as it makes it, and exits."""
+        dumped = subprocess.run([*flags, DUMP], input=json.dumps(request) + "\n", capture_output=True, text=True,
+                                timeout=120)
+        return worker_groups(dumped.stdout)
+
+    assert groups(command) == min(2, uncapped)
+    assert groups([*command, "--task_topology_max_group_count=1"]) == 1
+    answered = subprocess.run(command, input=json.dumps(request) + "\n", capture_output=True, text=True, timeout=120)
+    response = json.loads(answered.stdout)
+    assert "error" not in response and response["times"]
+
+
+def test_tuning_with_two_threads_keeps_the_thread_count(tmp_path: Path):
+    module = matmul_bias_relu(64, 64, 64)
+    two = resolve_target(detect_host(threads=2))
+    log = tmp_path / "log.jsonl"
+    options = TuneOptions(trials=2, log=log, seed=0, policy="random", progress=False, batch_size=1)
+    api.tune(module, two, options=options)
+    records = read_records(log)
+    assert len(records) == 2 and all(r.ok for r in records), [r.result.message for r in records]
+    assert {r.target for r in records} == {"llvm-cpu:host:t2"}
+    assert all(r.fingerprint == two.fingerprint and r.fingerprint.endswith(":t2") for r in records)
+    with pytest.raises(AnsorError) as refused:
+        api.apply_best(module, log, resolve_target(detect_host(threads=1)))
+    assert ":t1" in str(refused.value) and ":t2" in str(refused.value)
