@@ -1,9 +1,13 @@
 """Parsing and printing helpers over IREE's bundled MLIR Python bindings.
 
 All user-facing parse failures become `AnsorError`s naming the input and the
-first diagnostic, so bad MLIR never surfaces as a traceback. IR the package
-builds is verified when built (`verify`), so a bug in an emitter fails there,
-never as a candidate that does not compile.
+first diagnostic, so bad MLIR never surfaces as a traceback. MLIR's parser
+recurses once per nesting level and overflows the C stack (SIGSEGV) a few
+thousand levels deep, so user text is checked before it is parsed
+(`check_text`): at most `MAX_NESTING` open brackets deep, at most
+`MAX_TEXT_CHARS` long, no NUL character. IR the package builds is verified
+when built (`verify`), so a bug in an emitter fails there, never as a
+candidate that does not compile.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import io
 import threading
 
+import numpy as np
 from iree.compiler import ir
 
 from ansor_mlir.errors import AnsorError
@@ -21,6 +26,14 @@ ELEMENT_BYTES = {
 
 
 _THREAD = threading.local()
+
+# Deepest bracket nesting accepted: real modules nest a few dozen levels; MLIR's parser crashed between 4,000
+# and 8,000 on this project's machines, and the bindings' walks recurse in Python (limit 1,000 frames).
+MAX_NESTING = 256
+# Longest text accepted (characters): 1 GiB.
+MAX_TEXT_CHARS = 1 << 30
+_OPEN = np.frombuffer(b"([{<", np.uint8)
+_CLOSE = np.frombuffer(b")]}>", np.uint8)
 
 
 def new_context(allow_unregistered: bool = False) -> ir.Context:
@@ -43,8 +56,46 @@ def shared_context() -> ir.Context:
     return ctx
 
 
+def nesting_depth(text: str) -> int:
+    """How deeply brackets nest in `text` (round, square, curly and angle; `->`, `<=`, `>=` are not brackets).
+
+    A byte scan, not a parse: brackets inside string literals count too,
+    which errs on the side of refusing.
+    """
+    data = np.frombuffer(text.encode("utf-8", errors="replace"), np.uint8)
+    if not data.size:
+        return 0
+    step = np.isin(data, _OPEN).astype(np.int64) - np.isin(data, _CLOSE).astype(np.int64)
+    before = np.concatenate(([0], data[:-1]))
+    after = np.concatenate((data[1:], [0]))
+    not_bracket = ((data == ord(">")) & (before == ord("-"))) | (np.isin(data, np.frombuffer(b"<>", np.uint8))
+                                                                  & (after == ord("=")))
+    step[not_bracket] = 0
+    return int(np.cumsum(step).max(initial=0))
+
+
+def check_text(text: object, what: str) -> str:
+    """User MLIR text that is safe to hand MLIR's parser; an `AnsorError` naming `what` otherwise."""
+    if not isinstance(text, str):
+        raise AnsorError(f"{what}: expected MLIR text (a str), got {type(text).__name__}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise AnsorError(f"{what}: {len(text)} characters, over the {MAX_TEXT_CHARS} this tool parses")
+    if "\0" in text:
+        raise AnsorError(f"{what}: contains a NUL character at offset {text.index(chr(0))}: not MLIR text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise AnsorError(f"{what}: not valid Unicode text (character {exc.start})") from None
+    depth = nesting_depth(text)
+    if depth > MAX_NESTING:
+        raise AnsorError(f"{what}: brackets nest {depth} deep, over the {MAX_NESTING} MLIR's parser is given "
+                         "(deeper input can overflow its stack): flatten the attribute or region nesting")
+    return text
+
+
 def parse_module(text: str, what: str, ctx: ir.Context | None = None) -> ir.Module:
-    """Parse MLIR text, turning diagnostics into an AnsorError about `what`."""
+    """Parse MLIR text (checked by `check_text` first), turning diagnostics into an AnsorError about `what`."""
+    check_text(text, what)
     ctx = ctx or new_context()
     try:
         return ir.Module.parse(text, ctx)
@@ -103,6 +154,25 @@ def indent(text: str, spaces: int) -> str:
 
 def element_bytes(element_type: str) -> int:
     return ELEMENT_BYTES.get(element_type, 4)
+
+
+def argument_shape(type_text: str) -> tuple[list[int], str]:
+    """([4, 8], "f32") for `tensor<4x8xf32>`, ([], "f32") for a scalar `f32`, read by MLIR's own parser.
+
+    A type that is neither (an unranked tensor, a memref) is a `ValueError`; a dynamic shape an `AnsorError`.
+    """
+    with shared_context():
+        try:
+            parsed = ir.Type.parse(type_text)
+        except ir.MLIRError:
+            raise ValueError(f"not an MLIR type: {type_text}") from None
+        if isinstance(parsed, ir.RankedTensorType):
+            if not parsed.has_static_shape:
+                raise AnsorError(f"dynamic shape {type_text}: only static shapes can be tuned")
+            return list(parsed.shape), str(parsed.element_type)
+        if isinstance(parsed, ir.ShapedType):
+            raise ValueError(f"{type_text} is neither a ranked tensor nor a scalar")
+        return [], str(parsed)
 
 
 def tensor_shape(type_text: str) -> tuple[list[int], str]:

@@ -22,7 +22,8 @@ class TuningCallback(Protocol):
         """References measured and resumed logs read; `trials` candidates are left to measure in all."""
 
     def on_measured(self, results: Sequence[TaskResult], index: int, records: Sequence[Record]) -> None:
-        """A batch of task `index` was measured and appended to the log; `results` are up to date."""
+        """Records of task `index` were measured and appended to the log (each as its measurement completes,
+        or another tuner's on a shared log); `results` are up to date."""
 
     def on_task_done(self, result: TaskResult) -> None:
         """A task's budget is spent, or its search policy has nothing new to propose."""

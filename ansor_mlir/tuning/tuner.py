@@ -5,7 +5,10 @@ one dispatch. IREE's default build of the task is measured first: it is the
 reference every candidate's output must match and the time to beat. Then,
 batch by batch, the task scheduler picks a task, its search policy proposes
 candidates, the builder compiles them in parallel, the runner checks and
-times them one at a time, and the records are appended to the log. The loop
+times them one at a time, and each record is appended to the log the moment
+its measurement completes. Several tuners may share a log: before each batch
+the loop reads what the others appended and measured (`TuningLog.refresh`),
+and it claims its batch first, so no candidate is measured twice. The loop
 draws nothing: callbacks (`tuning.callbacks`) show progress.
 """
 
@@ -13,7 +16,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -22,14 +26,24 @@ from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.schedule import Candidate, Family, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.database.records import Record, append_records, now, producer_versions, read_records, task_history
+from ansor_mlir.database.records import (
+    Claim,
+    Record,
+    TuningLog,
+    claim_target,
+    is_time,
+    now,
+    producer_versions,
+    read_records,
+    task_history,
+)
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.builder import Builder, BuildInput, BuiltProgram
-from ansor_mlir.measure.inputs import encode_array, make_inputs
+from ansor_mlir.measure.builder import Builder, BuildInput
+from ansor_mlir.measure.inputs import check_inputs, encode_array, make_inputs
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
-from ansor_mlir.measure.runner import RunInput, Runner, run_builds
+from ansor_mlir.measure.runner import RunInput, Runner, RunResult
 from ansor_mlir.mlir.context import as_module
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.search.search_policy import make_policy
@@ -41,6 +55,17 @@ from ansor_mlir.tuning.task_scheduler import RoundRobin, TaskScheduler
 from ansor_mlir.tuning.verification import ProgramVerifier, summarize
 
 REFERENCE_TIMEOUT_S = 600.0
+
+
+class TuningInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a run: what was measured is in the log; the message says how to resume.
+
+    `exit_code` is the shell's for the signal (130 for SIGINT), carried over from the interrupt raised.
+    """
+
+    def __init__(self, message: str, exit_code: int = 130):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -121,6 +146,10 @@ class Tuner:
         self.builder = builder or LocalBuilder(target, workers=options.build_workers,
                                                timeout_s=options.compile_timeout_s)
         self.runner = runner or LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
+        self.log = TuningLog(options.log)
+        self.claim_target = claim_target(target.key, target.fingerprint)
+        # Every record read from the log so far (this run's appends are not read back).
+        self.seen: list[Record] = []
 
     def tune_module(self, text: str, what: str) -> list[TaskResult]:
         return self.tune_tasks(self.tunable_tasks(text, what), program=(text, what))
@@ -152,7 +181,7 @@ class Tuner:
             picks = [self._predict_task(task) for task in tasks]
         finally:
             self.builder.close()
-        append_records(self.options.log, picks)
+        self.log.append(picks)
         return picks
 
     def _predict_task(self, task: Task) -> Record:
@@ -174,22 +203,28 @@ class Tuner:
 
     def tune_tasks(self, tasks: list[Task], program: tuple[str, str] | None = None) -> list[TaskResult]:
         """Search every task; with the user's `program` (text, name), then check the best candidates in it."""
-        records = read_records(self.options.log)
         verify = self.options.verify if program is not None and self.options.trials > self.options.verify else 0
+        budget = self.options.trials - verify
+        for task in tasks:  # sized and typed before anything is measured
+            check_inputs(task.input_types, f"task {task.name}")
         try:
-            sessions = [self._open_session(task, records) for task in tasks]
+            sessions = [self._open_session(task) for task in tasks]
             results = [s.result for s in sessions]
-            left = [max(0, self.options.trials - verify - r.trials) for r in results]
             for callback in self.callbacks:
-                callback.on_start(results, sum(left))
+                callback.on_start(results, sum(max(0, budget - r.trials) for r in results))
             try:
-                self._search(sessions, left)
+                self._search(sessions, budget)
                 if verify and program is not None:
                     self._verify(program, results, verify)
             finally:
                 for callback in self.callbacks:
                     callback.on_end(results)
+        except KeyboardInterrupt as exc:
+            raise TuningInterrupted(
+                f"interrupted: the {self.log.appended} records this run measured are in {self.log.path}; rerun "
+                "the same command with the same log to resume", getattr(exc, "exit_code", 130)) from None
         finally:
+            self.log.release()
             self.builder.close()
             self.runner.close()
         return results
@@ -202,23 +237,39 @@ class Tuner:
                                    self.options.seed)
         records = read_records(self.options.log)
         checks = verifier.verify(*program, results, records)
-        append_records(self.options.log, checks)
+        self.log.append(checks)
         summarize(results, records + checks, self.target)
 
-    def _open_session(self, task: Task, records: list[Record]) -> TaskSession:
+    def _refresh(self) -> tuple[list[Record], list[Claim]]:
+        """What other tuners appended since the last look, and what they are measuring now."""
+        fresh, claims = self.log.refresh()
+        self.seen += fresh
+        return fresh, claims
+
+    def _learn(self, session: TaskSession, records: list[Record]) -> list[Record]:
+        """Count a task's records from the log (a resumed run's, another tuner's) once each; returns them."""
+        task = session.task
+        new = [r for r in task_history(records, self.target.key, task.key, session.sketches, self.target.fingerprint)
+               if r.candidate.identity not in session.measured]
+        for record in new:
+            session.measured.add(record.candidate.identity)
+            session.result.account(record)
+        self.policy.update(task, session.sketches,
+                           [(r.candidate, r.result) for r in new if r.candidate.sketch_index >= 0])
+        return new
+
+    def _open_session(self, task: Task) -> TaskSession:
         flow_text = compile_to_phase(task_module(task), self.target.compile_flags(), "flow", task.name)
         sketches = generate_sketches(task, self.target)
         inputs = tuple(encode_array(a) for a in make_inputs(task, self.options.seed))
         session = TaskSession(task, sketches, flow_text, inputs, (), set(), TaskResult(task=task))
-        mine = task_history(records, self.target.key, task.key, sketches, self.target.fingerprint)
-        for record in mine:
-            session.measured.add(record.candidate.identity)
-            session.result.account(record)
-        self.policy.update(task, sketches, [(r.candidate, r.result) for r in mine if r.candidate.sketch_index >= 0])
+        self._refresh()
+        self._learn(session, self.seen)
         default = self._measure_reference(session)
-        if not any(r.is_default for r in mine):
+        self._learn(session, self._refresh()[0])  # another tuner on the log may have recorded it meanwhile
+        if default.candidate.identity not in session.measured:
             session.result.account(default)
-            append_records(self.options.log, [default])
+            self.log.append([default])
             session.measured.add(default.candidate.identity)
         return session
 
@@ -243,6 +294,9 @@ class Tuner:
     def _record(
         self, session: TaskSession, candidate: Candidate, sketch: Sketch, result: MeasureResult
     ) -> Record:
+        if result.error == ErrorKind.NONE and not is_time(result.median_s):
+            result = MeasureResult(ErrorKind.RUNTIME_ERROR, compile_s=result.compile_s,
+                                   message=f"the runner reported an unusable time ({result.median_s!r} s)")
         return Record(
             target=self.target.key,
             task_key=session.task.key,
@@ -257,50 +311,85 @@ class Tuner:
             fingerprint=self.target.fingerprint,
         )
 
-    def _search(self, sessions: list[TaskSession], left: list[int]) -> None:
-        """Batches until the scheduler stops: `left[i]` is what task `i` may still measure."""
+    def _search(self, sessions: list[TaskSession], budget: int) -> None:
+        """Batches until the scheduler stops; each task may have `budget` records in the log in all.
+
+        Before each batch the log is re-read: other tuners' records count
+        toward a task's budget and teach its policy, and what they are
+        measuring now (their claims) is neither proposed nor counted twice.
+        """
         results = [s.result for s in sessions]
-        for index in (i for i, n in enumerate(left) if n == 0):
-            for callback in self.callbacks:
-                callback.on_task_done(results[index])
-        while (index := self.scheduler.next_task(results, left)) is not None:
+        exhausted: set[int] = set()  # tasks whose policy has nothing new to propose
+        done: set[int] = set()
+        while True:
+            fresh, claims = self._refresh()
+            for index, session in enumerate(sessions):
+                learned = self._learn(session, fresh)
+                if learned:
+                    for callback in self.callbacks:
+                        callback.on_measured(results, index, learned)
+            claimed = {s.task.key: {c.identity for c in claims
+                                    if c.target == self.claim_target and c.task_key == s.task.key}
+                       for s in sessions}
+            left = [0 if i in exhausted else max(0, budget - s.result.trials - len(claimed[s.task.key]))
+                    for i, s in enumerate(sessions)]
+            for index in (i for i, n in enumerate(left) if n == 0 and i not in done):
+                done.add(index)
+                for callback in self.callbacks:
+                    callback.on_task_done(results[index])
+            index = self.scheduler.next_task(results, left)
+            if index is None:
+                return
             if left[index] <= 0:
                 raise ValueError(f"task scheduler picked task {index}, which has no trials left")
             session = sessions[index]
             started = time.perf_counter()
-            batch = self.policy.next_batch(session.task, session.sketches, session.measured,
+            batch = self.policy.next_batch(session.task, session.sketches, session.measured | claimed[session.task.key],
                                            min(self.options.batch_size, left[index]))
             self.search_s += time.perf_counter() - started
+            if not batch:
+                exhausted.add(index)
+                continue
+            granted = self.log.claim(self.claim_target, batch)
+            batch = [c for c in batch if c.identity in granted]
             if batch:
-                records = self._measure_batch(session, batch)
-                left[index] = max(0, left[index] - len(batch))
-                for callback in self.callbacks:
-                    callback.on_measured(results, index, records)
-            else:
-                left[index] = 0
-            if left[index] == 0:
-                for callback in self.callbacks:
-                    callback.on_task_done(session.result)
+                self._measure_batch(session, batch, lambda records, i=index: self._measured(results, i, records))
 
-    def _measure_batch(self, session: TaskSession, batch: list[Candidate]) -> list[Record]:
-        """Build the batch in parallel, then run it (runs never overlap builds), log it, teach the policy."""
+    def _measured(self, results: list[TaskResult], index: int, records: list[Record]) -> None:
+        for callback in self.callbacks:
+            callback.on_measured(results, index, records)
+
+    def _measure_batch(self, session: TaskSession, batch: list[Candidate],
+                       on_record: Callable[[list[Record]], None] = lambda records: None) -> list[Record]:
+        """Build the batch in parallel, then run it (runs never overlap builds); each record is appended to
+        the log as its measurement completes, then the policy learns from the batch."""
         task = session.task
         sketches = {s.index: s for s in session.sketches}
         builds = self.builder.build([build_input(task, sketches[c.sketch_index], c, session.flow_text) for c in batch])
+        logged: dict[int, Record] = {}
 
-        def run_input(program: BuiltProgram) -> RunInput:
-            return RunInput(program, session.inputs, session.references, expected_s=session.result.default_s)
-
-        measured = run_builds(self.runner, builds, run_input)
-        records = [
-            self._record(session, c, sketches[c.sketch_index], m) for c, m in zip(batch, measured, strict=True)
-        ]
-        for record in records:
-            session.measured.add(record.candidate.identity)
+        def log(position: int, result: MeasureResult) -> None:
+            candidate = batch[position]
+            record = self._record(session, candidate, sketches[candidate.sketch_index], result)
+            self.log.append([record])
+            logged[position] = record
+            session.measured.add(candidate.identity)
             session.result.account(record)
-        append_records(self.options.log, records)
+            on_record([record])
+
+        futures: dict[Future[RunResult], int] = {}
+        for position, build in enumerate(builds):
+            if build.ok and build.program is not None:
+                run = RunInput(build.program, session.inputs, session.references, expected_s=session.result.default_s)
+                futures[self.runner.submit(run)] = position
+            else:
+                log(position, MeasureResult(error=build.error, compile_s=build.compile_s, message=build.message))
+        for future in as_completed(futures):
+            position = futures[future]
+            log(position, replace(future.result().measured, compile_s=builds[position].compile_s))
         started = time.perf_counter()
-        self.policy.update(task, session.sketches, list(zip(batch, measured, strict=True)))
+        records = [logged[i] for i in range(len(batch))]
+        self.policy.update(task, session.sketches, [(r.candidate, r.result) for r in records])
         self.search_s += time.perf_counter() - started
         return records
 
