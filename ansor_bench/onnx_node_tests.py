@@ -211,7 +211,7 @@ def summary(results: Sequence[NodeTestResult]) -> dict:
         "pass_after": sum(1 for r in tuned if r.after == PASS),
         "regressed": [r.name for r in results if r.regressed],
         "with_tasks": sum(1 for r in tuned if r.tasks),
-        "failed_before_by_stage": {stage: before[stage] for stage in (*STAGES, "timeout") if before[stage]},
+        "failed_before_by_stage": {stage: before[stage] for stage in (*STAGES, "timeout", "error") if before[stage]},
     }
 
 

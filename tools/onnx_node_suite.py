@@ -70,6 +70,11 @@ def run(cases, args, done: dict[str, NodeTestResult]) -> list[NodeTestResult]:
                 pool = context.Pool(1, maxtasksperchild=100)
                 result = NodeTestResult(case.name, "timeout", NOT_RUN, f"over {args.timeout:.0f} s",
                                         seconds=time.perf_counter() - start, tuned=tune)
+            except Exception as exc:  # the worker died or raised outside a stage: one test's failure, not the run's
+                pool.terminate()
+                pool = context.Pool(1, maxtasksperchild=100)
+                result = NodeTestResult(case.name, "error", NOT_RUN, f"{type(exc).__name__}: {exc}",
+                                        seconds=time.perf_counter() - start, tuned=tune)
             results.append(result)
             out.write(json.dumps(result.to_json()) + "\n")
             out.flush()
