@@ -1,7 +1,17 @@
-"""The Python pipeline API, mirroring the `ansor-opt` passes one to one."""
+"""The Python pipeline API, mirroring the `ansor-opt` passes one to one.
+
+Arguments are checked before anything is read, compiled or written: a wrong
+one raises `AnsorError` with the message `ansor-opt` gives for the same
+option (its domains live in `passes.pass_options`). A `Path` is always a
+file; a `str` is a file only when it looks like one (no newline, and it
+names an existing file or ends in `.mlir`/`.onnx`, or is `file.py:factory`),
+otherwise it is MLIR text.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,9 +31,12 @@ from ansor_mlir.frontend.model_source import ModelSource, is_model_reference, lo
 from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_target
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
+from ansor_mlir.frontend.torch_import import is_factory_reference
+from ansor_mlir.mlir.context import MAX_TEXT_CHARS
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
 from ansor_mlir.mlir.iree_module import CompiledModel
 from ansor_mlir.passes.ansor_passes import Toolkit
+from ansor_mlir.passes.pass_options import PASSES, BadValue, Option
 from ansor_mlir.passes.pipeline import AfterPass, PassInvocation, PipelineResult
 from ansor_mlir.passes.pipeline import run_pipeline as _run_pipeline
 from ansor_mlir.space.sketch_rules import generate_sketches as _generate_sketches
@@ -33,28 +46,150 @@ from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner
 
 BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"
+# Suffixes that make a `str` a file name rather than MLIR text.
+PATH_SUFFIXES = (".mlir", ".onnx")
+# Longest `str` considered as a file name (longer ones are text).
+MAX_PATH_CHARS = 4096
+
+
+# ---- argument checks ---------------------------------------------------------------------------------------
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _invalid(function: str, name: str, value: object, why: str) -> AnsorError:
+    return AnsorError(f"{function}: invalid {name}={_shown(value)}: {why}")
+
+
+def _domain(option: Option) -> str:
+    """What the command line says of a value outside an option's domain (its parser's own message)."""
+    try:
+        option.parse("")
+    except BadValue as exc:
+        return str(exc)
+    return f"expected {option.allowed}"
+
+
+def check_option(function: str, name: str, value: object, pass_name: str = "ansor-tune",
+                 option_name: str | None = None) -> object:
+    """`value` checked against a pass option's domain, as `ansor-opt` checks the option's text."""
+    option = PASSES[pass_name].option(option_name or name)
+    if option.name == "log":
+        if not isinstance(value, (str, Path)):
+            raise _invalid(function, name, value, "expected a file name (str or Path)")
+    elif isinstance(option.default, int) and (not isinstance(value, int) or isinstance(value, bool)):
+        raise _invalid(function, name, value, _domain(option))
+    elif not isinstance(option.default, int) and not isinstance(value, str):
+        raise _invalid(function, name, value, _domain(option))
+    try:
+        return option.parse(str(value))
+    except BadValue as exc:
+        raise _invalid(function, name, value, str(exc)) from None
+
+
+def check_type(function: str, name: str, value: object, types: type | tuple[type, ...], expected: str) -> None:
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in (types if isinstance(types, tuple)
+                                                                              else (types,))):
+        raise _invalid(function, name, value, f"expected {expected}")
+
+
+def check_target(function: str, target: object) -> None:
+    if not isinstance(target, (str, Target)):
+        raise _invalid(function, "target", target, "expected a backend name (llvm-cpu) or a Target")
+    if isinstance(target, str):
+        check_option(function, "target", target)
+
+
+def check_callbacks(function: str, callbacks: object) -> None:
+    events = [name for name in vars(TuningCallback) if name.startswith("on_")]
+    if not isinstance(callbacks, Sequence) or isinstance(callbacks, (str, bytes)):
+        raise _invalid(function, "callbacks", callbacks, "expected a list of TuningCallback objects")
+    for callback in callbacks:
+        if not all(callable(getattr(callback, event, None)) for event in events):
+            raise _invalid(function, "callbacks", callback, f"not a TuningCallback (it needs {', '.join(events)})")
+
+
+def check_tune_options(function: str, options: TuneOptions) -> None:
+    """Every field of a `TuneOptions` within the domain `ansor-tune`'s options give it."""
+    for field, option in (("trials", "trials"), ("seed", "seed"), ("batch_size", "batch"), ("verify", "verify"),
+                          ("policy", "policy"), ("log", "log")):
+        check_option(function, f"options.{field}", getattr(options, field), option_name=option)
+    for field in ("build_workers", "verify_rounds"):
+        value = getattr(options, field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise _invalid(function, f"options.{field}", value, "expected an integer >= 1")
+    for field in ("compile_timeout_s", "run_timeout_s", "min_time_s"):
+        value = getattr(options, field)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):
+            raise _invalid(function, f"options.{field}", value, "expected a positive number of seconds")
+    if options.cost_model is not None and not Path(options.cost_model).is_file():
+        raise _invalid(function, "options.cost_model", options.cost_model, "no such file")
+
+
+def as_source(source: object) -> object:
+    """A `str` that looks like a file name becomes a `Path`; a `Path` stays one; anything else is as given."""
+    if isinstance(source, str) and _names_a_file(source):
+        return source if is_factory_reference(source) else Path(source)
+    return source
+
+
+def _names_a_file(text: str) -> bool:
+    if not text or len(text) > MAX_PATH_CHARS or "\n" in text or "\0" in text:
+        return False
+    if is_factory_reference(text) or text.lower().endswith(PATH_SUFFIXES):
+        return True
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _read_file(path: Path, name: str | None) -> tuple[str, str]:
+    """A `.mlir` file's text; refuses what is not a regular file (a FIFO would hang) or is too large."""
+    what = name or str(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise AnsorError(f"{what}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise AnsorError(f"{what}: cannot read: {exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise AnsorError(f"{what}: not a regular file: give a .mlir or .onnx file, or MLIR text")
+    if info.st_size > 4 * MAX_TEXT_CHARS:
+        raise AnsorError(f"{what}: {info.st_size} bytes, more MLIR than this tool parses")
+    try:
+        return path.read_text(encoding="utf-8"), what
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AnsorError(f"{what}: cannot read: {exc}") from None
 
 
 def read_source(source: str | Path | ModelSource | Any, name: str | None = None) -> tuple[str, str]:
-    """(text, name) of a module given as MLIR text (`str`), a file (`Path`), or a model.
+    """(text, name) of a module given as MLIR text (`str`), a file (`Path`, or a `str` naming one), or a model.
 
     Models (a `.onnx` path, `file.py:factory`, an `onnx.ModelProto`, a
     `(torch.nn.Module, example_inputs)` pair, a `ModelSource`) are imported by
     `load_model`; their text names the weights as parameters (see `compile`).
     """
+    if name is not None and not isinstance(name, str):
+        raise _invalid("ansor_mlir", "name", name, "expected a str or None")
+    source = as_source(source)
     if isinstance(source, Path) and not is_model_reference(str(source)):
-        try:
-            return source.read_text(encoding="utf-8"), name or str(source)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise AnsorError(f"cannot read {source}: {exc}") from None
+        return _read_file(source, name)
     if isinstance(source, str) and not is_model_reference(source):
         return source, name or "<input>"
+    if source is None or isinstance(source, (bytes, int, float, bool, list, dict, set)):
+        raise AnsorError(f"cannot read a module from a {type(source).__name__}: give MLIR text, a .mlir/.onnx "
+                         "path, file.py:factory, an onnx.ModelProto or a torch.nn.Module with example inputs")
     model = load_model(source, name=name)
     return model.text, model.name
 
 
 def resolve_target(target: str | Target) -> Target:
     """A target as IREE resolves it (its CPU's name, features, vector width and limits): records are keyed by it."""
+    check_target("resolve_target", target)
     if isinstance(target, Target):
         return target if target.resolved_cpu else resolve_cpu_target(target)
     return resolve_cpu_target(parse_target(target))
@@ -64,12 +199,14 @@ def extract_tasks(
     module: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
 ) -> list[Task]:
     """The unique, weighted tasks (dispatches) of a linalg module."""
+    check_target("extract_tasks", target)
     text, name = read_source(module, name)
     return _extract_tasks(text, resolve_target(target), name)
 
 
 def generate_sketches(task: Task, target: str | Target = "llvm-cpu") -> list[Sketch]:
     """The sketches of a task; sketch zero is IREE's own configuration."""
+    check_type("generate_sketches", "task", task, Task, "a Task (from extract_tasks)")
     return _generate_sketches(task, resolve_target(target))
 
 
@@ -96,9 +233,21 @@ def tune(
 
     `callbacks` hear of the run's progress, beside the console's notes (and bar and table with `progress`).
     """
+    check_target("tune", target)
+    if options is None:
+        check_option("tune", "trials", trials)
+        check_option("tune", "log", log)
+        check_option("tune", "seed", seed)
+        check_option("tune", "policy", policy)
+        check_type("tune", "progress", progress, bool, "True or False")
+        opts = TuneOptions(trials=trials, log=Path(log), seed=seed, policy=policy, progress=progress)
+    else:
+        check_type("tune", "options", options, TuneOptions, "a TuneOptions")
+        check_tune_options("tune", options)
+        opts = dataclasses.replace(options, log=Path(options.log))
+    check_callbacks("tune", callbacks)
     text, name = read_source(module, name)
     tgt = resolve_target(target)
-    opts = options or TuneOptions(trials=trials, log=Path(log), seed=seed, policy=policy, progress=progress)
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
     if opts.trials == 0:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
@@ -108,7 +257,7 @@ def tune(
 
 
 def _best_for_target(log: str | Path, target: Target) -> dict[str, Record]:
-    path = Path(log)
+    path = Path(check_option("ansor_mlir", "log", log, "ansor-apply-best"))
     if not path.exists():
         raise AnsorError(f"tuning log {path} does not exist: run --ansor-tune with log={path} first")
     records = read_records(path)
@@ -128,6 +277,8 @@ def apply_best(
     Plain `iree-compile` builds the result into the tuned program. Records for
     another target are never applied.
     """
+    check_target("apply_best", target)
+    check_option("apply_best", "log", log, "ansor-apply-best")
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     validate_input(text, name)
@@ -177,6 +328,8 @@ def emit_transform_library(
     Its `@__kernel_config` matches each dispatch function by its root op and
     shape and points it at its strategy.
     """
+    check_target("emit_transform_library", target)
+    check_option("emit_transform_library", "log", log, "ansor-emit-transform-library")
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     best = _best_for_target(log, tgt)
@@ -193,6 +346,8 @@ def emit_tuning_spec(
     For ordinary IREE flows: `iree-compile IN.mlir --iree-codegen-tuning-spec-path=SPEC`, nothing else: a task
     whose best record is a transform strategy gets the strategy in the spec, which runs it on the dispatch.
     """
+    check_target("emit_tuning_spec", target)
+    check_option("emit_tuning_spec", "log", log, "ansor-emit-tuning-spec")
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     tasks = _extract_tasks(text, tgt, name)
@@ -229,7 +384,13 @@ def compile(
     (`--iree-parameter-import`), or with `embed_parameters=False` kept beside
     it and handed to the runtime as a parameter provider.
     """
-    source = load_model(model, example_inputs, name=name)
+    check_target("compile", target)
+    if log is not None:
+        check_option("compile", "log", log, "ansor-apply-best")
+    check_type("compile", "embed_parameters", embed_parameters, bool, "True or False")
+    if name is not None and not isinstance(name, str):
+        raise _invalid("compile", "name", name, "expected a str or None")
+    source = load_model(as_source(model), example_inputs, name=name)
     tgt = resolve_target(target)
     text = apply_best(source.text, log, tgt, source.name) if log is not None else source.text
     with tempfile.TemporaryDirectory(prefix="ansor-compile-") as tmp:
@@ -257,6 +418,15 @@ def run_pipeline(
     `pipeline` is a `--pass-pipeline` string or a list of passes (`"ansor-tune{trials=8}"`);
     `result.module` is the last pass's output and `result.after` every pass's output, as IR objects.
     """
+    if not isinstance(pipeline, str) and not (
+        isinstance(pipeline, Sequence) and all(isinstance(p, (str, PassInvocation)) for p in pipeline)
+    ):
+        raise _invalid("run_pipeline", "pipeline", pipeline, "expected a --pass-pipeline string or a list of passes")
+    if not isinstance(module, (ir.Module, str, Path)):
+        raise _invalid("run_pipeline", "module", module, "expected an ir.Module, MLIR text or a file")
+    if name is not None and not isinstance(name, str):
+        raise _invalid("run_pipeline", "name", name, "expected a str or None")
+    module = as_source(module) if isinstance(module, str) else module
     toolkit = Toolkit(tune=tune, apply_best=apply_best, emit_tuning_spec=emit_tuning_spec,
                       emit_transform_library=emit_transform_library)
     return _run_pipeline(module, pipeline, toolkit, name, after_pass)

@@ -6,14 +6,19 @@
     ansor-opt BAD.mlir --split-input-file --verify-diagnostics --ansor-extract-tasks
     cat IN.mlir | ansor-opt                       # no pass: parse, verify, print
 
-User errors print one `ansor-opt: error: ...` line and exit 1, no traceback.
+User errors print one `ansor-opt: error: ...` line and exit 1, no traceback. Ctrl-C (SIGINT) and SIGTERM
+stop a run cleanly: every finished measurement is already in the log; the message says how to resume, and
+the exit status is the shell's for the signal (130, 143).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -41,6 +46,51 @@ from ansor_mlir.passes.source import (
 )
 
 PROG = "ansor-opt"
+# Warnings Python hides unless asked (interpreter and library housekeeping): not the user's business.
+HIDDEN_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so that the same clean stop runs; `exit_code` is the shell's."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated("terminated (SIGTERM)")
+
+
+@contextmanager
+def clean_stop() -> Iterator[None]:
+    """SIGTERM raises `Terminated` while the command runs (the main thread only can install handlers)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread (an embedding application): leave its handlers alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted(prog: str, exc: KeyboardInterrupt) -> int:
+    """Report an interrupt in one line (the tuner's says what is in the log and how to resume)."""
+    detail = str(exc) or "interrupted; every finished measurement is in the log: rerun the same command to resume"
+    print(f"{prog}: {detail}", file=sys.stderr)
+    return int(getattr(exc, "exit_code", 130))
+
+
+def guarded(prog: str, command: Callable[[], int]) -> int:
+    """Run a command: user errors and interrupts become one line and a non-zero status."""
+    try:
+        with clean_stop():
+            return command()
+    except AnsorError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
+        return interrupted(prog, exc)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -178,7 +228,7 @@ def run_chunk(chunk: Chunk, name: str, invocations: list[PassInvocation], args: 
             error = Diagnostic("error", str(exc), exc.line)
         except AnsorError as exc:
             error = Diagnostic("error", str(exc), line)
-    found = [Diagnostic("warning", str(w.message), line) for w in caught]
+    found = [Diagnostic("warning", str(w.message), line) for w in caught if not issubclass(w.category, HIDDEN_WARNINGS)]
     return ChunkResult(output, tuple(found + ([error] if error else [])))
 
 
@@ -210,18 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_passes:
         sys.stdout.write(passes_help())
         return 0
-    try:
+
+    def run() -> int:
         invocations = invocations_of(args)
         text, name = read_input(args.input, args.params_out)
         output, ok = process(text, name, invocations, args)
         write_output(args.output, output)
-    except AnsorError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; every measured batch is already in the log", file=sys.stderr)
-        return 130
-    return 0 if ok else 1
+        return 0 if ok else 1
+
+    return guarded(PROG, run)
 
 
 COMPILE_PROG = "ansor-compile"
@@ -270,15 +317,12 @@ def compile_model(args: argparse.Namespace) -> str:
 def compile_main(argv: list[str] | None = None) -> int:
     """`ansor-compile`: one command from a model to a tuned .vmfb."""
     args = build_compile_parser().parse_args(argv)
-    try:
+
+    def run() -> int:
         print(f"{COMPILE_PROG}: {compile_model(args)}", file=sys.stderr)
-    except AnsorError as exc:
-        print(f"{COMPILE_PROG}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{COMPILE_PROG}: interrupted; every measured batch is already in the log", file=sys.stderr)
-        return 130
-    return 0
+        return 0
+
+    return guarded(COMPILE_PROG, run)
 
 
 if __name__ == "__main__":

@@ -564,6 +564,11 @@ class TuningLog:
         self.appended = 0
 
     def _locked(self) -> FileLock:
+        try:  # filelock retries a lock file it cannot create until its timeout: create it first
+            os.close(os.open(self._lock.lock_file, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644))
+        except OSError as exc:
+            raise AnsorError(f"tuning log {self.path}: cannot create its lock file {self._lock.lock_file} "
+                             f"({exc.strerror or exc})") from None
         try:
             self._lock.acquire()
         except Timeout:

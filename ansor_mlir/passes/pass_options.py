@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from ansor_mlir.core.target import KNOWN_BACKENDS
+from ansor_mlir.database.records import log_problem
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.mlir.iree_compiler import run_tool
 from ansor_mlir.search.search_policy import POLICIES
@@ -138,18 +139,24 @@ def model_choice(text: str) -> str | Path:
 
 
 def log_file(text: str) -> Path:
-    if not text:
+    """A log the pass reads: a regular file when it exists (a FIFO or a device would hang or never end)."""
+    if not text or "\0" in text:
         raise BadValue("expected a file name")
-    return Path(text)
+    path = Path(text)
+    problem = log_problem(path, writing=False) if path.exists() else None
+    if problem:
+        raise BadValue(problem)
+    return path
 
 
 def new_log_file(text: str) -> Path:
-    """A log the pass appends to: its directory must exist and it must not be a directory."""
+    """A log the pass appends to: a regular file, or one that can be created in an existing directory."""
     path = log_file(text)
-    if path.is_dir():
-        raise BadValue("is a directory; expected a file name")
     if not path.absolute().parent.is_dir():
         raise BadValue(f"directory {path.parent} does not exist")
+    problem = log_problem(path, writing=True)
+    if problem:
+        raise BadValue(problem)
     return path
 
 

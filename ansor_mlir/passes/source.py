@@ -20,6 +20,7 @@ from ansor_mlir.dialect.ansor_ir import walk
 from ansor_mlir.dialect.verify import irdl_error
 from ansor_mlir.frontend.model_source import load_model
 from ansor_mlir.frontend.torch_import import FACTORY_SEPARATOR, is_factory_reference
+from ansor_mlir.mlir.context import check_text
 from ansor_mlir.passes.diagnostics import LocatedError
 
 SPLIT_MARKER = "// -----"
@@ -102,6 +103,7 @@ def all_ops(module: ir.Module) -> Iterator[ir.Operation]:
 
 
 def parse(text: str, name: str, context: ir.Context) -> ir.Module:
+    check_text(text, name)  # nesting that would overflow MLIR's parser, NUL, size
     try:
         return ir.Module.parse(text, context)
     except ir.MLIRError as exc:

@@ -220,9 +220,11 @@ class Tuner:
                 for callback in self.callbacks:
                     callback.on_end(results)
         except KeyboardInterrupt as exc:
+            count = self.log.appended
             raise TuningInterrupted(
-                f"interrupted: the {self.log.appended} records this run measured are in {self.log.path}; rerun "
-                "the same command with the same log to resume", getattr(exc, "exit_code", 130)) from None
+                f"interrupted: this run's {count} measurement{'' if count == 1 else 's'} (each written when it "
+                f"finished) are in {self.log.path}; rerun the same command with the same log to resume",
+                getattr(exc, "exit_code", 130)) from None
         finally:
             self.log.release()
             self.builder.close()
