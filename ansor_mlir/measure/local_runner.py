@@ -187,6 +187,8 @@ class LocalRunner(Runner):
         if process is not None:
             process.kill()
             process.wait(timeout=5)
+            for pipe in (process.stdin, process.stdout):
+                pipe.close()
 
     def _ask(self, request: dict, timeout_s: float) -> dict | None:
         """Send one request; None if the worker did not answer in time."""
