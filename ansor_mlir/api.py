@@ -27,7 +27,7 @@ from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, best_records, read_records, upgrade_legacy
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.frontend.model_source import ModelSource, is_model_reference, load_model
+from ansor_mlir.frontend.model_source import ModelSource, is_model_object, is_model_reference, load_model
 from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_target
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
@@ -422,8 +422,8 @@ def run_pipeline(
         isinstance(pipeline, Sequence) and all(isinstance(p, (str, PassInvocation)) for p in pipeline)
     ):
         raise _invalid("run_pipeline", "pipeline", pipeline, "expected a --pass-pipeline string or a list of passes")
-    if not isinstance(module, (ir.Module, str, Path)):
-        raise _invalid("run_pipeline", "module", module, "expected an ir.Module, MLIR text or a file")
+    if not isinstance(module, (ir.Module, str, Path)) and not is_model_object(module):
+        raise _invalid("run_pipeline", "module", module, "expected an ir.Module, MLIR text, a file or a model")
     if name is not None and not isinstance(name, str):
         raise _invalid("run_pipeline", "name", name, "expected a str or None")
     module = as_source(module) if isinstance(module, str) else module

@@ -69,6 +69,13 @@ class ModelSource:
                 f"--iree-parameter-import-maximum-size={IMPORT_ALL_BYTES}"]
 
 
+def is_model_object(value: object) -> bool:
+    """Whether `value` is a model in memory `load_model` takes: a `ModelSource`, an `onnx.ModelProto`, a
+    `torch.nn.Module` or a `(module, example_inputs)` pair."""
+    pair = isinstance(value, tuple) and len(value) == 2 and is_torch_module(value[0])
+    return isinstance(value, ModelSource) or is_onnx_model(value) or is_torch_module(value) or pair
+
+
 def is_model_reference(text: str) -> bool:
     """Whether a command-line input names a model (`.onnx` file or `file.py:factory`), not MLIR."""
     return is_factory_reference(text) or Path(text).suffix.lower() in MODEL_SUFFIXES

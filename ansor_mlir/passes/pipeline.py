@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from iree.compiler import ir
 
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.model_source import is_model_reference, load_model
 from ansor_mlir.passes.ansor_passes import PASS_FUNCTIONS, PassContext, Toolkit
 from ansor_mlir.passes.diagnostics import LocatedError
 from ansor_mlir.passes.pass_options import PassInvocation, as_invocations
@@ -40,19 +42,23 @@ class PipelineResult:
         return str(self.module)
 
 
-def input_module(source: ir.Module | str | Path, name: str | None) -> tuple[ir.Module, str]:
-    """(module, name for messages) of a module object, MLIR text or an .mlir file."""
+def input_module(source: ir.Module | str | Path | Any, name: str | None) -> tuple[ir.Module, str]:
+    """(module, name for messages) of a module object, MLIR text or an .mlir file, or a model (`.onnx`,
+    `file.py:factory`, `onnx.ModelProto`, `(torch.nn.Module, example_inputs)`, `ModelSource`) imported to linalg."""
     if isinstance(source, ir.Module):
         source.context.allow_unregistered_dialects = True
         return source, name or "<module>"
-    if isinstance(source, Path):
+    if isinstance(source, Path) and not is_model_reference(str(source)):
         try:
             text = source.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise AnsorError(f"cannot read {source}: {exc}") from None
         name = name or str(source)
-    else:
+    elif isinstance(source, str) and not is_model_reference(source):
         text, name = source, name or "<input>"
+    else:
+        model = load_model(source, name=name)
+        text, name = model.text, model.name
     return read_module(text, name, new_context()), name
 
 

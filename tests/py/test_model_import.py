@@ -222,3 +222,11 @@ def test_a_softmax_dispatch_keeps_iree_configuration_and_the_rest_are_tasks(targ
     x = rng.standard_normal((16, 32)).astype(np.float32)
     np.testing.assert_allclose(ansor_mlir.compile(model, target)(x), onnxruntime_outputs(model, x)[0], rtol=RTOL,
                                atol=ATOL)
+
+
+def test_run_pipeline_takes_a_model(tmp_path, target):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_onnx(), path)
+    for source in (path, mlp_onnx(), ansor_mlir.load_model(path)):
+        result = api.run_pipeline(source, ["ansor-extract-tasks"])
+        assert "ansor.task" in str(result.module)
