@@ -52,6 +52,11 @@ def validate_input(text: str, what: str) -> None:
                 f"{what}: function {name} has dynamic shapes ({ftype}): "
                 "only static shapes can be tuned"
             )
+        empty = [t for t in [*ftype.inputs, *ftype.results] if isinstance(t, ir.ShapedType) and 0 in t.shape]
+        if empty:
+            name = ir.StringAttr(func.attributes["sym_name"]).value
+            raise AnsorError(f"{what}: function {name} has a zero-size tensor ({empty[0]}): nothing to compute, "
+                             "nothing to tune; give every dimension an extent of at least 1")
 
 
 def workload_key(func_text: str) -> str:

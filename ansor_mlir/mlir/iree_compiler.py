@@ -71,10 +71,12 @@ def run_tool(
 
 
 def first_error_line(stderr: str) -> str:
-    """The most useful single line of a compiler diagnostic dump."""
+    """The most useful single line of a compiler diagnostic dump (a crash's stack trace is not one)."""
     for line in stderr.splitlines():
-        if "error:" in line:
+        if "error:" in line or line.startswith(("LLVM ERROR", "Assertion")) or ": Assertion `" in line:
             return line.strip()[:500]
+    if "Stack dump:" in stderr or "crash backtrace" in stderr:
+        return "the compiler crashed (no diagnostic): report it to IREE with the input"
     lines = [line for line in stderr.splitlines() if line.strip()]
     return (lines[-1] if lines else "no diagnostic").strip()[:500]
 
