@@ -309,6 +309,13 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
         "## % of the roofline bound",
         _metric_table(report, lambda c: f"{c.pct_roofline:.1f}%"),
     ]
+    tuned = [c for c in report.cells if c.contender == "ansor-mlir tuned" and c.status == OK]
+    if tuned:
+        parts += ["## ansor-mlir: the log's speedup beside the program's",
+                  "Per tuned task: its speedup over IREE's default timed alone (the tuning log) and in the whole "
+                  "program (whole-program verification, alternated against IREE's default build); a task whose "
+                  "checked candidates all lost in the program falls back to IREE's default.",
+                  _md_table(["workload", "tasks"], [[c.workload, c.note] for c in tuned])]
     if unavailable:
         parts += ["## Not run, and why",
                   "\n".join(f"- {c.workload}, {c.contender}: **{c.status}**: {c.note}" for c in unavailable)]
