@@ -170,9 +170,9 @@ def version_text() -> str:
 
 
 def invocations_of(args: argparse.Namespace) -> list[PassInvocation]:
-    if args.pipeline and args.passes:
+    if args.pipeline is not None and args.passes:
         raise AnsorError("--pass-pipeline cannot be combined with --ansor-* pass flags: use one or the other")
-    if args.pipeline:
+    if args.pipeline is not None:
         return parse_pipeline(args.pipeline)
     return [parse_options(name, options) for name, options in args.passes]
 

@@ -290,7 +290,7 @@ def record_from_dict(data: object) -> Record:
     versions = _field(data, "versions", lambda v: isinstance(v, dict) and all(map(_is_str, v.values())),
                       "an object of strings", required=False) or {}
     fingerprint = _field(data, "fingerprint", _is_str, "a string", required=False) or ""
-    program = data.get("program")
+    program = _field(data, "program", _optional(lambda v: isinstance(v, dict)), "null or an object", required=False)
     try:
         candidate = Candidate.from_dict({"task": task, "sketch": index, "values": values})
         sketch = Sketch.from_trace(trace, task, index, rules) if version >= 3 and trace else None
@@ -298,7 +298,7 @@ def record_from_dict(data: object) -> Record:
             target=target, task_key=task, task_name=task_name, candidate=candidate, sketch=sketch,
             config=IreeConfig.from_dict(config), root_index=root_index, result=result, timestamp=float(timestamp),
             versions=tuple(sorted((str(k), v) for k, v in versions.items())), fingerprint=fingerprint,
-            program=program_from_dict(program) if program else None,
+            program=program_from_dict(program) if program is not None else None,
             legacy_rules=rules if sketch is None else (), legacy_family=Family(family),
         )
         if sketch is not None:
