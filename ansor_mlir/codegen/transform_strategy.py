@@ -16,6 +16,9 @@ op to the first, as Ansor does:
 - padding: register tiles that do not divide the loop (whole vectors over a
   109-wide output) are padded to full tiles (`transform.structured.pad`)
   and the pads vectorized into out-of-bounds reads and writes;
+- micro-kernels: a register row tile that does not divide the tile above
+  (6x16 over 64 rows) has its last, partial row tile peeled
+  (`transform.loop.peel`), so both loops have static tiles;
 - unit dimensions are folded so convolution windows vectorize as
   contractions, then everything is vectorized, accumulators hoisted out of
   the reduction loops (cache write), bufferized and the vectors lowered with
@@ -45,6 +48,7 @@ from ansor_mlir.mlir import generic_op
 from ansor_mlir.mlir.context import print_op, shared_context, verify
 from ansor_mlir.space.dag import Dag, dim_map, operands_along, output_dims, vector_loop
 from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING
+from ansor_mlir.space.micro_kernel import peeled_rows
 from ansor_mlir.space.resolve import Resolved, resolve
 
 BLOCKS = ("z", "y", "x")
@@ -93,6 +97,23 @@ class _Script:
             for pattern in patterns:
                 pattern()
 
+    def peel(self, loop_handle: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """The loop's whole iterations and its last, partial one as two loops (`transform.loop.peel`)."""
+        with _named("row_loop"):
+            cast = transform.CastOp(_op_type("scf.for"), loop_handle).result
+        with _named("peeled"):
+            main, rest = loop.LoopPeelOp(_any(), _any(), cast).results
+        return main, rest
+
+    def ops_in(self, container: ir.Value, count: int) -> list[ir.Value]:
+        """The `count` linalg ops inside a loop, in textual order."""
+        with _named("peeled_ops"):
+            found = structured.MatchOp(_any(), container, interface=structured.MatchInterfaceEnum.LinalgOp).result
+        return list(transform.SplitHandleOp([_any()] * count, found).results) if count > 1 else [found]
+
+    def merge(self, handles: Sequence[ir.Value]) -> ir.Value:
+        return transform.MergeHandlesOp(list(handles)).result
+
     def iree(self, name: str, target: ir.Value, results: int = 0) -> list[ir.Value]:
         """One of IREE's `transform.iree.*` ops (no Python builder): one handle in, `results` handles out."""
         return list(generic_op.op(name, [target], [_any()] * results).results)
@@ -136,6 +157,8 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     dag = tiles.dag
     assert dag is not None
     rfactor = sketch.has(Rfactor)
+    # A micro-kernel's row tile that does not divide the tile above: the partial last row tile is peeled.
+    peel = peeled_rows(tiles)
     ops = dag.ops
     root = ops[dag.root]
     s = _Script()
@@ -174,6 +197,12 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             handles[dag.last], loops = s.tile_for(handles[dag.last], sizes)
             for i in range(dag.last - 1, -1, -1):
                 handles[i], _ = s.fuse_into(handles[i], loops[-1])
+            if peel is not None and level == "vector_common_parallel":
+                # Fusion placed the ops in dispatch order (fills, root, the consumer chain; `peelable`).
+                rows = next(mine for mine, theirs in last_map.items() if theirs == peel)
+                parts = s.peel(loops[_loop_position(sizes, rows)])
+                found = [s.ops_in(part, len(ops)) for part in parts]
+                handles = [s.merge([part[i] for part in found]) for i in range(len(ops))]
         root_levels = [lv for lv in sketch.levels if LEVEL_KIND[lv] == REDUCTION]
     else:
         root_levels = [lv for lv in sketch.levels if lv != "distribution" and lv != "vector_inner_parallel"]
@@ -195,7 +224,10 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
         if padded and level == "vector_reduction":
             handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, parallel_dims)
         if any(sizes):
-            handles[dag.root], _ = s.tile_for(handles[dag.root], sizes)
+            handles[dag.root], loops = s.tile_for(handles[dag.root], sizes)
+            if peel is not None and level == "vector_common_parallel":
+                parts = s.peel(loops[_loop_position(sizes, peel)])
+                handles[dag.root] = s.merge([s.ops_in(part, 1)[0] for part in parts])
     if padded and root.reduction_dims:
         handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, list(root.reduction_dims))
     decomposed = sketch.has(Decompose)
@@ -230,7 +262,9 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
                     sizes = [reg[d] if d is not None and reg[d] != root.extents[d] else 0
                              for d in output_dims(root)][:rank]
                     if any(sizes):
-                        handles[i], _ = s.tile_for(handles[i], sizes)
+                        handles[i], loops = s.tile_for(handles[i], sizes)
+                        if peel is not None:
+                            s.peel(loops[_loop_position(sizes, output_dims(root).index(peel))])
                 continue
             mapping_i = dim_map(ops, dag.root, i)
             sizes = [0] * len(op.extents)
@@ -337,6 +371,11 @@ def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved) -> ir.Va
                              _op_type("tensor.extract_slice"), _op_type("linalg.copy"), unpack)
     with _named("packed_any"):
         return transform.CastOp(_any(), packed).result
+
+
+def _loop_position(sizes: list[int], dim: int) -> int:
+    """Index, among the loops `tile_using_for` makes for `sizes` (one per non-zero size), of loop `dim`'s."""
+    return sum(1 for size in sizes[:dim] if size)
 
 
 def _packed_sizes(sizes: list[int], dag: Dag) -> list[int]:

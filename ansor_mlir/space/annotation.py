@@ -161,7 +161,7 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
     # A packed strategy folds no unit dims, so interior unit tiles are fine there.
     if not packed and any(has_interior_unit_dim(t) for t in resolved.output_tiles):
         return False
-    if sketch.has(MicroKernel) and not micro_kernel_fits(resolved):
+    if sketch.has(MicroKernel) and not micro_kernel_fits(resolved, target):
         return False
     if sketch.has(Pad) and not padded_tiles_are_sound(resolved, lanes, limit.stack_bytes):
         return False
@@ -206,7 +206,7 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
     if sketch.has(MicroKernel):  # its register tile is the micro-kernel's, not the knobs' innermost level
         resolved = resolve(sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))), task)
         vector = max(prod(resolved.register), pipeline_consumer_vector_elements(sketch, values, task))
-        return micro_kernel_fits(resolved) and vector * task.root.element_bytes <= limits(target).vector_bytes
+        return micro_kernel_fits(resolved, target) and vector * task.root.element_bytes <= limits(target).vector_bytes
     inner = vector_tiles(sketch, values)
     elem = task.root.element_bytes
     tiles = tile_knobs(sketch.knobs)

@@ -250,15 +250,18 @@ class TransformDecomposeRule:
         return [register_level_sketch(task, index, self.name, decomposed=True)]
 
 
-def micro_kernel_shapes(task: Task, target: Target) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
-    """The root's outer-product loops and the `MRxNR` register tiles the target fits, or `(None, ())`."""
+def micro_kernel_shapes(
+    task: Task, target: Target, peel: bool = False
+) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
+    """The root's outer-product loops and the `MRxNR` register tiles the target fits, or `(None, ())`; with `peel`
+    also the largest that leaves a partial row tile (`micro_kernel.register_shapes`)."""
     dag = dags.task_dag(task)
     loops = micro_kernel.micro_kernel_loops(dag) if dag is not None else None
     if loops is None:
         return None, ()
     root = dag.ops[dag.root]
     return loops, micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
-                                               task.root.element_bytes)
+                                               task.root.element_bytes, peel)
 
 
 @dataclass(frozen=True)
@@ -315,10 +318,10 @@ class TransformMicroKernelRule:
     name: str = "micro-kernel"
 
     def applies(self, task: Task, target: Target) -> bool:
-        return bool(micro_kernel_shapes(task, target)[1])
+        return bool(micro_kernel_shapes(task, target, peel=True)[1])
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        loops, shapes = micro_kernel_shapes(task, target)
+        loops, shapes = micro_kernel_shapes(task, target, peel=True)
         dag = dags.task_dag(task)
         assert dag is not None and loops is not None
         levels = TransformTilingRule(with_cache=True).levels()

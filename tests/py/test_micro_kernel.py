@@ -27,12 +27,26 @@ from ansor_mlir.measure.kernel_asm import dump_assembly, hot_loop
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
-from ansor_mlir.space.micro_kernel import MAX_K_UNROLL, register_shapes
+from ansor_mlir.space.micro_kernel import MAX_K_UNROLL, peeled_rows, register_shapes
 from ansor_mlir.space.resolve import resolve
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
 
 M, N, K = 64, 64, 96
+
+
+def matmul(m: int, n: int, k: int) -> str:
+    """`a @ b` alone: nothing after the root, the fill tiled (and peeled) on its own."""
+    return f"""
+func.func @mm(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>)
+      -> tensor<{m}x{n}xf32>
+  return %mm : tensor<{m}x{n}xf32>
+}}
+"""
 
 
 def micro_kernel_sketch(task, target, family: Family = Family.TRANSFORM) -> Sketch | None:
@@ -54,6 +68,9 @@ def test_register_shapes_fill_the_register_file_without_spilling(pinned):
         assert accumulators + b_vectors + 1 <= pinned.vector_registers
     if pinned.vector_registers == 16:
         assert {"6x16", "4x24"} <= set(register_shapes(96, 96, pinned, 4))  # what BLAS uses on AVX2
+    # With a peeled last row tile, the largest shapes with a register to spare, whatever the row count.
+    peeled = set(register_shapes(512, 512, pinned, 4, peel=True)) - set(shapes)
+    assert peeled == ({"6x16"} if pinned.vector_registers == 16 else {"14x32", "6x64"})
 
 
 def test_rules_read_loop_structure(target):
@@ -97,22 +114,29 @@ def test_sampled_candidates_are_whole_micro_kernels(pinned, family):
         mr, nr = micro_kernel_shape(candidate.choice(knob))
         resolved = resolve(sketch, candidate, task)
         assert resolved.register[:2] == [mr, nr] and resolved.register[2] <= MAX_K_UNROLL
-        assert resolved.above_register[0] % mr == 0 and resolved.above_register[1] % nr == 0
+        assert resolved.above_register[0] >= mr and resolved.above_register[1] % nr == 0
+        assert (resolved.above_register[0] % mr == 0) == (peeled_rows(resolved) is None)
+        assert family is Family.TRANSFORM or peeled_rows(resolved) is None  # IREE's pipeline masks: 0.53x
     rows = (256, 1) if family is Family.TRANSFORM else (1,)
     assert not is_valid(sketch, {**dict(first[0].values), "d0": rows}, task, pinned)  # a row is no block
 
 
 @pytest.mark.parametrize(("family", "shape"), [(Family.TRANSFORM, 0), (Family.TRANSFORM, 1),
                                                (Family.TRANSFORM, 2), (Family.PIPELINE, 1)])
-def test_micro_kernels_build_run_match_numpy_and_keep_accumulators_in_registers(target, family, shape):
-    mlir = matmul_bias_relu(M, N, K)
+@pytest.mark.parametrize("epilogue", [True, False])
+def test_micro_kernels_build_run_match_numpy_and_keep_accumulators_in_registers(target, family, shape, epilogue):
+    """Shape 2 of the transform sketch is a peeled one on AVX2 and AVX-512 hosts (6x16, 14x32 over 64 rows)."""
+    mlir = matmul_bias_relu(M, N, K) if epilogue else matmul(M, N, K)
     task = main_task(extract_tasks(mlir, target, "mm"))
     sketch = micro_kernel_sketch(task, target, family)
     (knob,) = sketch.step(MicroKernel).knobs
     mr, nr = micro_kernel_shape(knob.options[shape])
-    values = {"d0": (M, M), "d1": (N, N), "d2": (K, 4), "micro_kernel": (shape,), "consumer_fusion": (0,)}
+    unroll = 4 if M % mr == 0 else 1  # a peeled shape has one register to spare: no unroll
+    values = {"d0": (M, M), "d1": (N, N), "d2": (K, unroll), "micro_kernel": (shape,)}
+    if epilogue:
+        values["consumer_fusion"] = (0,)
     if family is Family.PIPELINE:
-        values = {"d0": (M,), "d1": (N,), "d2": (4,), "micro_kernel": (shape,)}
+        values = {"d0": (M,), "d1": (N,), "d2": (unroll,), "micro_kernel": (shape,)}
     assert is_valid(sketch, values, task, target)
     candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
     flow = compile_to_phase(mlir, target.compile_flags(), "flow", "mm")
@@ -121,8 +145,10 @@ def test_micro_kernels_build_run_match_numpy_and_keep_accumulators_in_registers(
     assert build.ok, f"{build.error.value} {build.message}"
     rng = np.random.default_rng(0)
     a, b, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (K, N), (N,)))
-    (got,) = run_once(build.program.vmfb, "mm", [a, b, bias])
-    np.testing.assert_allclose(got, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+    (got,) = run_once(build.program.vmfb, "mm", [a, b, bias] if epilogue else [a, b])
+    np.testing.assert_allclose(got, np.maximum(a @ b + bias, 0) if epilogue else a @ b, rtol=1e-4, atol=1e-4)
+    if peeled_rows(resolve(sketch, candidate, task)) is not None:
+        assert "transform.loop.peel" in item.strategy[1]
     configs = {task.key: (item.root_index, item.config)} if item.config is not None else {}
     text, _ = attach_configs(flow, configs, "mm", {task.key: item.strategy} if item.strategy else {})
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,3 +157,27 @@ def test_micro_kernels_build_run_match_numpy_and_keep_accumulators_in_registers(
     lanes = target.vector_lanes(4)
     assert loop is not None and loop.is_micro_kernel, loop
     assert loop.fmas % (mr * nr // lanes) == 0  # whole outer products per iteration
+
+
+def test_peeled_avx2_micro_kernel_keeps_its_accumulators_in_registers():
+    """Compile-only, pinned to an AVX2 CPU: 6x16 over 64 rows (10 whole row tiles, 4 rows peeled) fills 15 of
+    16 ymm registers and does not spill."""
+    avx2 = resolve_target(Target(cpu="znver3"))
+    mlir = matmul_bias_relu(M, N, K)
+    task = main_task(extract_tasks(mlir, avx2, "mm"))
+    sketch = micro_kernel_sketch(task, avx2)
+    (knob,) = sketch.step(MicroKernel).knobs
+    values = {"d0": (M, M), "d1": (N, N), "d2": (K, 1), "micro_kernel": (knob.options.index("6x16"),),
+              "consumer_fusion": (0,)}
+    assert is_valid(sketch, values, task, avx2)
+    assert not is_valid(sketch, {**values, "d2": (K, 2)}, task, avx2)  # one spare register: no unroll
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    flow = compile_to_phase(mlir, avx2.compile_flags(), "flow", "mm")
+    item = build_input(task, sketch, candidate, flow)
+    text, _ = attach_configs(flow, {}, "mm", {task.key: item.strategy})
+    with tempfile.TemporaryDirectory() as tmp:
+        (asm,) = dump_assembly(text, Path(tmp))
+        assembly = asm.read_text()
+    loop = hot_loop(assembly)
+    assert "transform.loop.peel" in item.strategy[1]
+    assert loop.is_micro_kernel and loop.fmas == 12 and "zmm" not in assembly, loop
