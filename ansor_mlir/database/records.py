@@ -23,7 +23,8 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -558,12 +559,16 @@ class TuningLog:
         self._offset = 0
         self._lines = 0
         self._logged: set[str] = set()
+        self._counts: dict[tuple[str, str], int] = {}
+        self._unreported: list[Record] = []
         self._mine: dict[str, Claim] = {}
         self._claimed = False  # the claims file may hold this run's claims
         # Records and lines this run appended itself (counted for the interruption message).
         self.appended = 0
 
-    def _locked(self) -> FileLock:
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the log's lock (milliseconds: one read or append)."""
         try:  # filelock retries a lock file it cannot create until its timeout: create it first
             os.close(os.open(self._lock.lock_file, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644))
         except OSError as exc:
@@ -577,26 +582,36 @@ class TuningLog:
         except OSError as exc:
             raise AnsorError(f"tuning log {self.path}: cannot create its lock file {self._lock.lock_file} "
                              f"({exc.strerror or exc})") from None
-        return self._lock
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def refresh(self) -> tuple[list[Record], list[Claim]]:
         """(records appended since the last refresh, the live claims of other runs)."""
         with self._locked():
-            records = self._read_new()
+            self._read_new()
             claims = self._read_claims()
+        records, self._unreported = self._unreported, []
         return records, claims
 
-    def claim(self, target: str, candidates: Iterable[Candidate]) -> set[str]:
+    def claim(self, target: str, candidates: Iterable[Candidate], budget: int | None = None) -> set[str]:
         """Reserve candidates for `target` (`claim_target`) before measuring them; returns the identities
-        granted: those neither in the log nor claimed by another live run."""
+        granted: those neither in the log nor claimed by another live run, and, with a `budget` (records a
+        task may have in the log), no more than its measured records and all live claims leave room for."""
         with self._locked():
             self._read_new()
             claims = self._read_claims()
             taken = {c.key for c in claims} | self._logged
             now_s = time.time()
-            granted = set()
+            granted: set[str] = set()
             for candidate in candidates:
                 key = claim_key(target, candidate.identity)
+                if budget is not None:
+                    pending = sum(1 for c in [*claims, *self._mine.values()]
+                                  if c.target == target and c.task_key == candidate.task_key)
+                    if self._counts.get((target, candidate.task_key), 0) + pending >= budget:
+                        break
                 if key not in taken:
                     granted.add(candidate.identity)
                     self._mine[key] = Claim(self.run, os.getpid(), self.host, now_s, target, candidate.task_key,
@@ -617,12 +632,16 @@ class TuningLog:
         except (AnsorError, OSError):
             pass  # claims of a finished run lapse anyway (its process ends, or its claims time out)
 
-    def append(self, records: list[Record]) -> None:
-        """Append records as whole lines, flushed and fsynced before returning."""
-        if not records:
-            return
-        data = "".join(r.to_json() + "\n" for r in records).encode("utf-8")
+    def append(self, records: list[Record], unique: bool = False) -> list[Record]:
+        """Append records as whole lines, flushed and fsynced before returning; with `unique`, only those
+        whose candidate (for its target) is not in the log yet. Returns what was written."""
         with self._locked():
+            if unique:
+                self._read_new()
+                records = [r for r in records if record_key(r) not in self._logged]
+            if not records:
+                return []
+            data = "".join(r.to_json() + "\n" for r in records).encode("utf-8")
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = _open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
@@ -638,14 +657,24 @@ class TuningLog:
             if size == self._offset:  # nothing from others in between: no need to read our own lines back
                 self._offset = size + len(data)
                 self._lines += data.count(b"\n")
-            self._logged.update(record_key(r) for r in records)
+                self._note(records)
             self.appended += len(records)
+        return records
 
-    def _read_new(self) -> list[Record]:
+    def _note(self, records: list[Record]) -> None:
+        """Remember records now in the log: their candidates, and the search records per (target, task)."""
+        for record in records:
+            self._logged.add(record_key(record))
+            if record.program is None and record.result.error != ErrorKind.NOT_MEASURED:
+                key = (claim_target(record.target, record.fingerprint), record.task_key)
+                self._counts[key] = self._counts.get(key, 0) + 1
+
+    def _read_new(self) -> None:
+        """Read the lines appended since the last read; their records wait in `_unreported` for `refresh`."""
         try:
             fd = _open_regular(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return []
+            return
         except OSError as exc:
             raise AnsorError(f"cannot read tuning log {self.path}: {exc.strerror or exc}") from None
         with os.fdopen(fd, "rb") as f:
@@ -656,8 +685,8 @@ class TuningLog:
         records, consumed, lines = parse_lines(self.path, data, self._lines + 1, final=False)
         self._offset += consumed
         self._lines += lines
-        self._logged.update(record_key(r) for r in records)
-        return records
+        self._note(records)
+        self._unreported += records
 
     def _read_claims(self) -> list[Claim]:
         """Live claims of other runs (of running processes, for candidates not in the log yet)."""

@@ -269,9 +269,8 @@ class Tuner:
         self._learn(session, self.seen)
         default = self._measure_reference(session)
         self._learn(session, self._refresh()[0])  # another tuner on the log may have recorded it meanwhile
-        if default.candidate.identity not in session.measured:
+        if default.candidate.identity not in session.measured and self.log.append([default], unique=True):
             session.result.account(default)
-            self.log.append([default])
             session.measured.add(default.candidate.identity)
         return session
 
@@ -352,7 +351,7 @@ class Tuner:
             if not batch:
                 exhausted.add(index)
                 continue
-            granted = self.log.claim(self.claim_target, batch)
+            granted = self.log.claim(self.claim_target, batch, budget)
             batch = [c for c in batch if c.identity in granted]
             if batch:
                 self._measure_batch(session, batch, lambda records, i=index: self._measured(results, i, records))

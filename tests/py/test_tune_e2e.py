@@ -45,11 +45,13 @@ def tuned(tmp_path_factory, small_mm, target):
     return result, log, events
 
 
-def test_the_loop_reports_each_batch_to_callbacks(tuned):
+def test_the_loop_reports_each_measurement_to_callbacks(tuned):
     _, _, events = tuned
     # The reference is measured before the search starts; of 6 trials, 2 are kept for checking the best
-    # candidates in the whole program, so three candidates are left: one batch of at most 8.
-    assert events.seen == [("start", 3, (1,)), ("measured", 0, 3, 4), ("done", 4), ("end", 4)]
+    # candidates in the whole program, so three candidates are left: one batch of at most 8, whose records
+    # are reported (and logged) one by one as their measurements complete.
+    assert events.seen == [("start", 3, (1,)), ("measured", 0, 1, 2), ("measured", 0, 1, 3), ("measured", 0, 1, 4),
+                           ("done", 4), ("end", 4)]
 
 
 def test_tuned_module_builds_with_plain_iree_compile_and_matches_numpy(tuned, tmp_path, small_mm):
