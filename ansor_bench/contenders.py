@@ -152,6 +152,7 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
     from ansor_mlir import api
 
     log = settings.out_dir / "logs" / f"{slug(workload)}.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     try:
         result = api.tune(workload.mlir, settings.target, trials=settings.trials, log=log, seed=settings.seed,
