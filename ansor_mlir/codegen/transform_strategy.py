@@ -263,7 +263,8 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
                              for d in output_dims(root)][:rank]
                     if any(sizes):
                         handles[i], loops = s.tile_for(handles[i], sizes)
-                        if peel is not None:
+                        if peel is not None and (dist[peel] or root.extents[peel]) % reg[peel]:
+                            # The fill's tile above is the workgroup's (the root's may be a cache tile).
                             s.peel(loops[_loop_position(sizes, output_dims(root).index(peel))])
                 continue
             mapping_i = dim_map(ops, dag.root, i)
