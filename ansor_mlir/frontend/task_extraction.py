@@ -12,6 +12,7 @@ attributes, affine maps), never by matching printed IR.
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from math import prod
@@ -81,7 +82,11 @@ def tasks_from_flow(flow_text: str, target: Target, what: str) -> list[Task]:
         if exe.name != "flow.executable":
             continue
         exe_name = ir.StringAttr(exe.attributes["sym_name"]).value
-        dispatch = canonical_dispatch(dispatch_function(exe), _binding_types(exe_name, sites))
+        try:
+            dispatch = canonical_dispatch(dispatch_function(exe), _binding_types(exe_name, sites))
+        except AnsorError as exc:  # one dispatch that cannot be rebuilt keeps IREE's configuration; the rest tune
+            warnings.warn(f"{what}: {exe_name} is not tuned: {exc}", stacklevel=2)
+            continue
         task = task_from_dispatch(dispatch, exe_name, target, ctx) if dispatch else None
         if task is None or exe_name not in counts:  # dispatched only while the program loads
             continue
@@ -166,7 +171,10 @@ def dispatch_executable_key(exe: ir.Operation, ctx: ir.Context) -> str | None:
     """The workload key of a flow.executable (used when applying records)."""
     del ctx  # the executable's own context holds everything needed
     exe_name = ir.StringAttr(exe.attributes["sym_name"]).value
-    dispatch = canonical_dispatch(dispatch_function(exe), _binding_types(exe_name, dispatch_sites(exe.parent)))
+    try:
+        dispatch = canonical_dispatch(dispatch_function(exe), _binding_types(exe_name, dispatch_sites(exe.parent)))
+    except AnsorError:  # not a task (extraction warned), so no record applies to it
+        return None
     return dispatch[0] if dispatch else None
 
 

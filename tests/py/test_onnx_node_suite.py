@@ -2,7 +2,8 @@
 
 The full set runs with `tools/onnx_node_suite.py` (docs/onnx_node_tests.md); this
 sample keeps CI short: a contraction, a Gemm, an elementwise op, a reshape with
-a frozen shape input, and an input kind the suite reports as unsupported.
+a frozen shape input, an expanded function with a dispatch that is not a task,
+and an input kind the suite reports as unsupported.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from ansor_bench.onnx_node_tests import (  # noqa: E402
     summary,
 )
 
+# The last passing one has a dispatch that loads a value that is no binding: not a task, the rest still tune.
 SAMPLE = ("test_matmul_2d", "test_gemm_default_matrix_bias", "test_relu", "test_reshape_reordered_all_dims",
-          "test_sequence_insert_at_back")
+          "test_center_crop_pad_crop_and_pad_expanded", "test_sequence_insert_at_back")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,7 @@ def cases():
 
 def test_tuning_never_turns_a_passing_test_into_a_failing_one(cases, target, tmp_path):
     results = {name: run_case(cases[name], target, trials=2, work=tmp_path) for name in SAMPLE}
-    for name in SAMPLE[:4]:
+    for name in SAMPLE[:-1]:
         assert (results[name].before, results[name].after) == (PASS, PASS), results[name]
     assert results["test_matmul_2d"].tasks >= 1 and results["test_gemm_default_matrix_bias"].tasks >= 1
     assert list(tmp_path.glob("test_matmul_2d.jsonl")), "the matmul was tuned, its log kept its records"
