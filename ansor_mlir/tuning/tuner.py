@@ -385,9 +385,15 @@ class Tuner:
                 futures[self.runner.submit(run)] = position
             else:
                 log(position, MeasureResult(error=build.error, compile_s=build.compile_s, message=build.message))
-        for future in as_completed(futures):
-            position = futures[future]
-            log(position, replace(future.result().measured, compile_s=builds[position].compile_s))
+        try:
+            for future in as_completed(futures):
+                position = futures[future]
+                log(position, replace(future.result().measured, compile_s=builds[position].compile_s))
+        except KeyboardInterrupt:  # measurements that finished as the interrupt came are kept, not lost
+            for future, position in futures.items():
+                if position not in logged and future.done() and not future.cancelled() and not future.exception():
+                    log(position, replace(future.result().measured, compile_s=builds[position].compile_s))
+            raise
         started = time.perf_counter()
         records = [logged[i] for i in range(len(batch))]
         self.policy.update(task, session.sketches, [(r.candidate, r.result) for r in records])
