@@ -89,7 +89,7 @@ def example_tuple(inputs: Any, what: str) -> tuple[Any, ...]:
         if isinstance(item, torch.Tensor):
             out.append(item)
         elif hasattr(item, "__array__"):
-            out.append(torch.from_numpy(np.ascontiguousarray(item)))
+            out.append(torch.from_numpy(np.array(item, order="C")))  # a copy torch may own; scalars stay 0-d
         else:
             raise AnsorError(f"{what}: example input of type {type(item).__name__}: give tensors or numpy arrays")
     if not out:

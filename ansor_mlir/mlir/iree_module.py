@@ -38,7 +38,7 @@ class CompiledModel:
 
     def __call__(self, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         """Run the function on numpy arrays (or anything `np.asarray` takes, torch tensors included)."""
-        arrays = [np.ascontiguousarray(np.asarray(x)) for x in inputs]
+        arrays = [np.asarray(x, order="C") for x in inputs]  # not ascontiguousarray: it makes scalars 1-d
         result = self._function(*arrays)
         outputs = result if isinstance(result, tuple) else (result,)
         host = tuple(np.asarray(o.to_host()) for o in outputs)

@@ -230,3 +230,9 @@ def test_run_pipeline_takes_a_model(tmp_path, target):
     for source in (path, mlp_onnx(), ansor_mlir.load_model(path)):
         result = api.run_pipeline(source, ["ansor-extract-tasks"])
         assert "ansor.task" in str(result.module)
+
+
+def test_a_scalar_input_stays_a_scalar(target):
+    model = single_node_onnx("Mul", {"x": [4], "s": []}, [4])
+    x, s = np.arange(4, dtype=np.float32), np.array(2.5, dtype=np.float32)
+    np.testing.assert_allclose(ansor_mlir.compile(model, target)(x, s), x * s)
