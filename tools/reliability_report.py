@@ -260,6 +260,7 @@ def api_cases(scratch: Scratch, count: int, seed: int) -> list[tuple[str, dict, 
 @dataclass
 class FuzzCounts:
     by_area: dict[str, Counter] = field(default_factory=dict)
+    kinds: dict[str, Counter] = field(default_factory=dict)
     bad_lines: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -273,12 +274,15 @@ def run_fuzz(scratch: Scratch, examples: int, seed: int) -> FuzzCounts:
     try:
         for area, cases in areas.items():
             tally = counts.by_area.setdefault(area, Counter())
+            kinds = counts.kinds.setdefault(area, Counter())
             for what, case, timeout_s in cases:
+                kinds[what.split(": ", 1)[-1]] += 1
                 result = harness.run(case, timeout_s)
                 outcome = classify(case, result)
                 tally[outcome] += 1
                 if case["kind"] == "log":
                     counts.bad_lines += len(case["log"].bad_lines)
+                    kinds.update(case["log"].kinds)
                 if outcome != "clean":
                     counts.failures.append(f"{area} / {what}: {outcome}: {_detail(result)}")
             print(f"{area}: {dict(tally)}", file=sys.stderr)
@@ -308,7 +312,7 @@ def tune_child(args: argparse.Namespace) -> int:
         def submit(self, item):
             future = super().submit(item)
             if args.witness:
-                future.add_done_callback(lambda f: _witness(args.witness))
+                future.add_done_callback(lambda f: _witness(args.witness, f))
             return future
 
     target = api.resolve_target("llvm-cpu")
@@ -327,9 +331,12 @@ def tune_child(args: argparse.Namespace) -> int:
     return 0
 
 
-def _witness(path: str) -> None:
+def _witness(path: str, future) -> None:
+    """When a measurement completed, and how (a run cut short by the runner's close after a signal counts as
+    completed only if it ended before the signal)."""
+    error = future.result().measured.error.value if not future.exception() else "exception"
     with open(path, "a") as f:
-        f.write("done\n")
+        f.write(f"{time.time()} {error}\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -383,9 +390,11 @@ def kill_and_resume(scratch: Scratch, module: Path, runs: int, trials: int, seed
         proc = subprocess.Popen(tuner_command(log, module, trials, witness=witness), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         time.sleep(after)
+        signalled = time.time()
         proc.send_signal(signal.SIGKILL if how == "kill -9" else signal.SIGINT)
         proc.communicate(timeout=120)
-        completed = len(witness.read_text().splitlines()) if witness.exists() else 0
+        noted = witness.read_text().splitlines() if witness.exists() else []
+        completed = sum(1 for line in noted if float(line.split()[0]) < signalled)
         records, _ = log_lines(log)
         logged = sum(1 for r in records if r.result.error.value not in BUILD_FAILURES)
         torn = how == "kill -9" and index % 4 == 0  # a write torn by the kill, as it would be mid-line
@@ -423,15 +432,15 @@ def best_of(log: Path) -> tuple[str, float]:
     return f"s{best.candidate.sketch_index} {dict(best.candidate.values)}", best.result.median_s
 
 
-def two_tuners(scratch: Scratch, module: Path, trials: int) -> SharedRun:
+def two_tuners(scratch: Scratch, module: Path, trials: int, seed: int) -> SharedRun:
     shared, alone = scratch.fresh(".jsonl"), scratch.fresh(".jsonl")
     started = time.monotonic()
-    procs = [subprocess.Popen(tuner_command(shared, module, trials, policy="random"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [subprocess.Popen(tuner_command(shared, module, trials, seed=seed, policy="random"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     rcs = tuple(p.wait(timeout=900) for p in procs)
     wall_shared = time.monotonic() - started
     started = time.monotonic()
-    subprocess.run(tuner_command(alone, module, trials, policy="random"), check=True, capture_output=True)
+    subprocess.run(tuner_command(alone, module, trials, seed=seed, policy="random"), check=True, capture_output=True)
     wall_alone = time.monotonic() - started
     records, _ = log_lines(shared)
     identities = [r.candidate.identity for r in records]
@@ -543,7 +552,7 @@ def bad_time_set(scratch: Scratch) -> BadTimes:
 
 
 def write_report(out: Path, command: str, fuzz: FuzzCounts, kills: list[KillRun], duration: float,
-                 shared: SharedRun, starved: list[Starved], bad_times: BadTimes, elapsed_s: float) -> None:
+                 shared: list[SharedRun], starved: list[Starved], bad_times: BadTimes, elapsed_s: float) -> None:
     total = Counter()
     for tally in fuzz.by_area.values():
         total.update(tally)
@@ -568,8 +577,10 @@ def write_report(out: Path, command: str, fuzz: FuzzCounts, kills: list[KillRun]
         lines.append(f"| {area} | {sum(tally.values())} | " + " | ".join(str(tally[o]) for o in OUTCOMES) + " |")
     lines.append(f"| **all** | **{sum(total.values())}** | " + " | ".join(f"**{total[o]}**" for o in OUTCOMES)
                  + " |")
-    lines += ["", f"The log files held {fuzz.bad_lines} bad lines (bad types, missing fields, bad times, JSON "
-              "that is not an object, random bytes, torn lines, nesting 1,000-200,000 deep, huge integers)."]
+    lines += ["", f"The log files held {fuzz.bad_lines} bad lines among good ones. What was generated, by kind:", ""]
+    for area, kinds in fuzz.kinds.items():
+        shown = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]) if kind != "log")
+        lines.append(f"- {area}: {shown}")
     if fuzz.failures:
         lines += ["", "Failures:", ""] + [f"- {f}" for f in fuzz.failures[:50]]
     lost = sum(max(0, k.completed - k.logged) for k in kills)
@@ -579,8 +590,9 @@ def write_report(out: Path, command: str, fuzz: FuzzCounts, kills: list[KillRun]
         "",
         f"{len(kills)} runs of a 64x64x64 matmul (trials 8, batch 2, verify 0; an unkilled run takes "
         f"{duration:.0f} s here) killed at a random moment, half by kill -9 and half by SIGINT, then rerun with "
-        "the same command. *Completed*: measurements the runner finished before the kill (each noted in a "
-        "witness file the moment its future completed, before the tuner saw it); *logged*: of them, in the log. "
+        "the same command. *Completed*: measurements the runner finished before the signal (each noted with its "
+        "time in a witness file the moment its future completed, before the tuner saw it; a run the stopping "
+        "runner cuts short after the signal is not one); *logged*: of them, in the log. "
         "Torn: a partial line appended after the kill, as a kill during a write leaves one.",
         "",
         "| run | signal | after | completed | logged | torn line | resumed | records | measured twice | "
@@ -597,21 +609,25 @@ def write_report(out: Path, command: str, fuzz: FuzzCounts, kills: list[KillRun]
         "",
         "## Two tuners on one log",
         "",
-        "Two processes started together on one log (trials 8 each, random policy, seed 0: they propose the same "
-        "candidates in the same order), beside one alone on its own log. The budget is the log's: together they "
-        "fill it once, claiming each batch before measuring it.",
+        "Two processes started together on one log (trials 8 each, random policy, the same seed: they propose the "
+        "same candidates in the same order), beside one tuner alone on its own log with the same seed; three "
+        "seeds. The budget is the log's: together the two fill it once, each claiming its batch before measuring "
+        "it, so the second draws other candidates when the first holds its picks. Which of close candidates is "
+        "best is decided by timings within the noise (a few percent on this shared host).",
         "",
-        "| | records | measured twice | best record | its time | wall |",
-        "| --- | ---: | ---: | --- | ---: | ---: |",
-        f"| two tuners, one log (exits {shared.rcs}) | {shared.records_shared} | {shared.duplicates} | "
-        f"{shared.best_shared[0]} | {shared.best_shared[1] * 1e6:.1f} us | {shared.wall_shared_s:.0f} s |",
-        f"| one tuner alone | {shared.records_alone} | 0 | {shared.best_alone[0]} | "
-        f"{shared.best_alone[1] * 1e6:.1f} us | {shared.wall_alone_s:.0f} s |",
+        "| seed | tuners | exits | records | measured twice | best record | its time | wall |",
+        "| ---: | --- | --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for seed, run in enumerate(shared):
+        lines.append(f"| {seed} | two, one log | {run.rcs} | {run.records_shared} | {run.duplicates} | "
+                     f"{run.best_shared[0]} | {run.best_shared[1] * 1e6:.1f} us | {run.wall_shared_s:.0f} s |")
+        lines.append(f"| {seed} | one alone | (0,) | {run.records_alone} | 0 | {run.best_alone[0]} | "
+                     f"{run.best_alone[1] * 1e6:.1f} us | {run.wall_alone_s:.0f} s |")
+    same = sum(run.best_shared[0] == run.best_alone[0] for run in shared)
+    lines += [
         "",
-        f"Same best record: **{shared.best_shared[0] == shared.best_alone[0]}**"
-        + ("" if shared.best_shared[0] == shared.best_alone[0] else
-           " (the shared run measures a different set of candidates once the second tuner's claimed picks are "
-           "refused and it draws others; which of them wins is decided by timing within the noise)") + ".",
+        f"Measured twice: **{sum(run.duplicates for run in shared)}**. Same best record as the tuner alone: "
+        f"**{same} of {len(shared)}** seeds.",
         "",
         "## Bad times in a log",
         "",
@@ -653,7 +669,7 @@ def main() -> int:
         module = scratch.module
         fuzz = run_fuzz(scratch, args.examples, args.seed)
         kills, duration = kill_and_resume(scratch, module, args.kills, trials=8, seed=args.seed)
-        shared = two_tuners(scratch, module, trials=8)
+        shared = [two_tuners(scratch, module, trials=8, seed=seed) for seed in range(3)]
         starved = [s for s in [disk_full(scratch, module)] if s] + dev_full(scratch, module)
         bad_times = bad_time_set(scratch)
     command = "python3 tools/reliability_report.py" + (f" --examples {args.examples}" if args.examples != 150 else "") \
