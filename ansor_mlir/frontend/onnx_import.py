@@ -67,7 +67,7 @@ def check_static_inputs(model: Any, what: str) -> None:
         if not value.type.HasField("tensor_type"):
             raise AnsorError(f"{what}: input '{value.name}' is not a tensor: only tensor inputs can be compiled")
         for index, dim in enumerate(value.type.tensor_type.shape.dim):
-            if dim.dim_param or dim.dim_value <= 0:
+            if dim.WhichOneof("value") != "dim_value":  # a name (`batch`) or nothing; 0 is an empty dimension
                 label = dim.dim_param or "?"
                 raise AnsorError(
                     f"{what}: input '{value.name}' has a dynamic dimension {index} ('{label}'): only static shapes "
