@@ -231,6 +231,11 @@ def markdown(results: Sequence[NodeTestResult], header: str) -> str:
     ]
     regressed = [r for r in results if r.regressed]
     lines += [f"- `{r.name}`: {r.after}: {r.detail}" for r in regressed] or ["None."]
+    unsupported = Counter(r.detail.split("ONNX op ", 1)[1].split(" ", 1)[0] for r in results
+                          if r.before == "import" and "ONNX op " in r.detail)
+    if unsupported:
+        lines += ["", "## ONNX ops IREE's importer does not lower (tests failing at import)", "",
+                  ", ".join(f"{op} ({count})" for op, count in sorted(unsupported.items(), key=lambda i: -i[1]))]
     lines += ["", "## Failing before tuning", "", "| test | stage | reason |", "| --- | --- | --- |"]
     for r in results:
         if r.before != PASS:

@@ -74,4 +74,4 @@ def test_the_report_counts_regressions_only_among_tuned_tests():
     assert counts["regressed"] == ["c"]
     text = markdown(results, "header")
     assert "| 4 | 3 | 3 | 2 | 1 | 1 | 2 |" in text and "- `c`: mismatch: output 0" in text
-    assert "| `d` | import | ONNX op Foo is not supported |" in text
+    assert "| `d` | import | ONNX op Foo is not supported |" in text and "\nFoo (1)\n" in text
