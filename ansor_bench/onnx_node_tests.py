@@ -34,6 +34,8 @@ PASS = "pass"
 # Stages a test can fail at, in order; "tune" only after tuning.
 STAGES = ("input", "import", "compile", "run", "mismatch", "tune")
 NOT_RUN = "not run"
+# How a test can end in the suite's worker process (tools/onnx_node_suite.py) outside any stage.
+WORKER_FAILURES = ("timeout", "crash", "error")
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,7 @@ def summary(results: Sequence[NodeTestResult]) -> dict:
         "pass_after": sum(1 for r in tuned if r.after == PASS),
         "regressed": [r.name for r in results if r.regressed],
         "with_tasks": sum(1 for r in tuned if r.tasks),
-        "failed_before_by_stage": {stage: before[stage] for stage in (*STAGES, "timeout", "error") if before[stage]},
+        "failed_before_by_stage": {stage: before[stage] for stage in (*STAGES, *WORKER_FAILURES) if before[stage]},
     }
 
 

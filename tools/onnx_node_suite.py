@@ -4,8 +4,8 @@
     python tools/onnx_node_suite.py --tune-every 5 --docs docs/onnx_node_tests.md  # all before, every 5th tuned
     python tools/onnx_node_suite.py --tests test_relu,test_matmul_2d               # a few, printed
 
-Every test runs in a worker process with a time limit (a hung compile or a
-crash costs one test, recorded as `timeout`). Results are appended to
+Every test runs in a worker process with a time limit (a hung compile costs
+one test, recorded as `timeout`; a worker that dies, `crash`). Results are appended to
 `--results` (JSON lines) as they come; rerunning with the same file skips the
 tests already there, so an interrupted run resumes. Needs onnx (the importers
 extra); each test's tuning log is temporary.
@@ -20,6 +20,8 @@ import platform
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, TimeoutError
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -51,9 +53,19 @@ def read_results(path: Path) -> dict[str, NodeTestResult]:
     return found
 
 
+def _executor() -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=100)
+
+
+def _kill(executor: ProcessPoolExecutor) -> None:
+    """Stop a worker stuck in a test (the executor has no public way to)."""
+    for process in list(getattr(executor, "_processes", {}).values()):
+        process.kill()
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
 def run(cases, args, done: dict[str, NodeTestResult]) -> list[NodeTestResult]:
-    context = multiprocessing.get_context("spawn")
-    pool = context.Pool(1, maxtasksperchild=100)
+    executor = _executor()
     results = []
     with tempfile.TemporaryDirectory(prefix="onnx-node-suite-") as work, args.results.open("a") as out:
         for number, case in enumerate(cases):
@@ -62,17 +74,19 @@ def run(cases, args, done: dict[str, NodeTestResult]) -> list[NodeTestResult]:
                 continue
             tune = number % args.tune_every == 0
             start = time.perf_counter()
-            pending = pool.apply_async(_worker_run, (case, args.target, args.trials, args.seed, tune, work))
+            future = executor.submit(_worker_run, case, args.target, args.trials, args.seed, tune, work)
             try:
-                result = NodeTestResult(**pending.get(timeout=args.timeout))
-            except multiprocessing.TimeoutError:
-                pool.terminate()
-                pool = context.Pool(1, maxtasksperchild=100)
+                result = NodeTestResult(**future.result(timeout=args.timeout))
+            except TimeoutError:
+                _kill(executor)
+                executor = _executor()
                 result = NodeTestResult(case.name, "timeout", NOT_RUN, f"over {args.timeout:.0f} s",
                                         seconds=time.perf_counter() - start, tuned=tune)
-            except Exception as exc:  # the worker died or raised outside a stage: one test's failure, not the run's
-                pool.terminate()
-                pool = context.Pool(1, maxtasksperchild=100)
+            except BrokenProcessPool:  # the worker died: a crash in IREE's runtime or compiler bindings
+                executor = _executor()
+                result = NodeTestResult(case.name, "crash", NOT_RUN, "the worker process died",
+                                        seconds=time.perf_counter() - start, tuned=tune)
+            except Exception as exc:  # raised outside a stage: one test's failure, not the run's
                 result = NodeTestResult(case.name, "error", NOT_RUN, f"{type(exc).__name__}: {exc}",
                                         seconds=time.perf_counter() - start, tuned=tune)
             results.append(result)
@@ -80,7 +94,7 @@ def run(cases, args, done: dict[str, NodeTestResult]) -> list[NodeTestResult]:
             out.flush()
             print(f"[{number + 1}/{len(cases)}] {result.name}: before {result.before}, after {result.after}"
                   f" ({result.seconds:.1f} s){': ' + result.detail[:160] if result.detail else ''}", flush=True)
-    pool.terminate()
+    _kill(executor)
     return results
 
 
