@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
+from ansor_mlir.core.gpu_target import BACKEND as CUDA_BACKEND
+from ansor_mlir.core.gpu_target import GpuSpec, parse_gpu, target_names
 from ansor_mlir.errors import AnsorError
 
 KNOWN_BACKENDS = ("llvm-cpu",)
@@ -63,10 +65,14 @@ class Target:
     resolved_cpu: str = ""
     cpu_features: tuple[str, ...] = field(default_factory=tuple)
     stack_limit_bytes: int = IREE_STACK_LIMIT_BYTES
+    # A CUDA target's device (`backend="cuda"`); None for CPUs.
+    gpu: GpuSpec | None = None
 
     @property
     def key(self) -> str:
         """Identity of the target for records: a record never crosses targets."""
+        if self.gpu is not None:
+            return f"{self.backend}:{self.gpu.arch}"
         parts = [self.backend, self.cpu]
         if self.triple:
             parts.append(self.triple)
@@ -113,6 +119,8 @@ class Target:
 
     def compile_flags(self) -> list[str]:
         """Flags for iree-compile that select this target."""
+        if self.gpu is not None:
+            return self.gpu.compile_flags() + list(self.extra_flags)
         flags = [
             "--iree-hal-target-device=local",
             f"--iree-hal-local-target-device-backends={self.backend}",
@@ -124,6 +132,8 @@ class Target:
 
     def runtime_device(self) -> str:
         """The IREE runtime device used for timing (one thread = stable timing)."""
+        if self.gpu is not None:
+            return self.backend
         return "local-sync" if self.threads <= 1 else "local-task"
 
     def runtime_flags(self) -> tuple[str, ...]:
@@ -195,11 +205,19 @@ def detect_host(threads: int = 1, cpu: str = "host", triple: str = "") -> Target
     )
 
 
+def known_targets() -> tuple[str, ...]:
+    """Every target string `parse_target` accepts."""
+    return (*KNOWN_BACKENDS, *target_names())
+
+
 def parse_target(name: str, threads: int = 1, cpu: str = "host", triple: str = "") -> Target:
-    """Resolve a user-given target name, with a clear error for unknown ones."""
+    """Resolve a user-given target name (`llvm-cpu`, `cuda`, `cuda:sm_80`), with a clear error for unknown ones."""
+    if name.partition(":")[0] == CUDA_BACKEND:
+        gpu = parse_gpu(name)
+        return Target(backend=CUDA_BACKEND, cpu=gpu.arch, cores=gpu.sm_count, vector_bytes=gpu.load_bytes, gpu=gpu)
     if name not in KNOWN_BACKENDS:
         raise AnsorError(
-            f"unknown target '{name}': supported targets are {', '.join(KNOWN_BACKENDS)}"
+            f"unknown target '{name}': supported targets are {', '.join(known_targets())}"
         )
     if threads < 1:
         raise AnsorError(f"threads must be >= 1, got {threads}")
