@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
-from ansor_mlir.core.gpu_target import BACKEND as CUDA_BACKEND
-from ansor_mlir.core.gpu_target import GpuSpec, parse_gpu, target_names
+from ansor_mlir.core.cpu_catalog import ARCHITECTURES, cross_target_names, named_cpu
 from ansor_mlir.errors import AnsorError
 
 KNOWN_BACKENDS = ("llvm-cpu",)
@@ -65,14 +65,10 @@ class Target:
     resolved_cpu: str = ""
     cpu_features: tuple[str, ...] = field(default_factory=tuple)
     stack_limit_bytes: int = IREE_STACK_LIMIT_BYTES
-    # A CUDA target's device (`backend="cuda"`); None for CPUs.
-    gpu: GpuSpec | None = None
 
     @property
     def key(self) -> str:
         """Identity of the target for records: a record never crosses targets."""
-        if self.gpu is not None:
-            return f"{self.backend}:{self.gpu.arch}"
         parts = [self.backend, self.cpu]
         if self.triple:
             parts.append(self.triple)
@@ -88,6 +84,16 @@ class Target:
         """
         digest = hashlib.sha256(",".join(self.cpu_features).encode()).hexdigest()[:12]
         return ":".join([self.backend, self.resolved_cpu or self.cpu, digest, f"t{self.threads}"])
+
+    @property
+    def arch(self) -> str:
+        """The instruction set programs are built for: the triple's, this machine's without one."""
+        return self.triple.split("-", 1)[0] if self.triple else platform.machine()
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether this machine runs (and can time) its programs natively."""
+        return self.arch == platform.machine()
 
     @property
     def vector_limit_bytes(self) -> int:
@@ -119,8 +125,6 @@ class Target:
 
     def compile_flags(self) -> list[str]:
         """Flags for iree-compile that select this target."""
-        if self.gpu is not None:
-            return self.gpu.compile_flags() + list(self.extra_flags)
         flags = [
             "--iree-hal-target-device=local",
             f"--iree-hal-local-target-device-backends={self.backend}",
@@ -132,8 +136,6 @@ class Target:
 
     def runtime_device(self) -> str:
         """The IREE runtime device used for timing (one thread = stable timing)."""
-        if self.gpu is not None:
-            return self.backend
         return "local-sync" if self.threads <= 1 else "local-task"
 
     def runtime_flags(self) -> tuple[str, ...]:
@@ -207,14 +209,14 @@ def detect_host(threads: int = 1, cpu: str = "host", triple: str = "") -> Target
 
 def known_targets() -> tuple[str, ...]:
     """Every target string `parse_target` accepts."""
-    return (*KNOWN_BACKENDS, *target_names())
+    return (*KNOWN_BACKENDS, *cross_target_names())
 
 
 def parse_target(name: str, threads: int = 1, cpu: str = "host", triple: str = "") -> Target:
-    """Resolve a user-given target name (`llvm-cpu`, `cuda`, `cuda:sm_80`), with a clear error for unknown ones."""
-    if name.partition(":")[0] == CUDA_BACKEND:
-        gpu = parse_gpu(name)
-        return Target(backend=CUDA_BACKEND, cpu=gpu.arch, cores=gpu.sm_count, vector_bytes=gpu.load_bytes, gpu=gpu)
+    """Resolve a user-given target name, with a clear error for unknown ones."""
+    arch, sep, cpu_name = name.partition(":")
+    if sep and arch in ARCHITECTURES:
+        return cross_target(arch, cpu_name, threads, cpu)
     if name not in KNOWN_BACKENDS:
         raise AnsorError(
             f"unknown target '{name}': supported targets are {', '.join(known_targets())}"
@@ -222,3 +224,20 @@ def parse_target(name: str, threads: int = 1, cpu: str = "host", triple: str = "
     if threads < 1:
         raise AnsorError(f"threads must be >= 1, got {threads}")
     return detect_host(threads=threads, cpu=cpu, triple=triple)
+
+
+def cross_target(arch: str, cpu: str, threads: int = 1, cpu_option: str = "host") -> Target:
+    """A named CPU of another architecture (`aarch64:neoverse-v1`): its triple, cores and caches from
+    `core.cpu_catalog`; what IREE vectorizes for is resolved later, like any CPU's."""
+    described = named_cpu(arch, cpu)
+    if described is None:
+        raise AnsorError(f"unknown target '{arch}:{cpu}': named {arch} CPUs are "
+                         f"{', '.join(n for n in cross_target_names() if n.startswith(arch + ':'))} "
+                         "(add one to ansor_mlir/core/cpu_catalog.py)")
+    if threads < 1:
+        raise AnsorError(f"threads must be >= 1, got {threads}")
+    if cpu_option not in ("host", cpu):
+        raise AnsorError(f"target {arch}:{cpu} names its CPU: drop cpu={cpu_option}")
+    return Target(backend="llvm-cpu", cpu=cpu, triple=ARCHITECTURES[arch].triple, cores=described.cores,
+                  vector_bytes=described.vector_bytes, l1_bytes=described.l1_bytes, l2_bytes=described.l2_bytes,
+                  l3_bytes=described.l3_bytes, threads=threads)

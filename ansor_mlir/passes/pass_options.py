@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from ansor_mlir.core.target import KNOWN_BACKENDS
+from ansor_mlir.core.target import known_targets
 from ansor_mlir.database.records import log_problem
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.mlir.iree_compiler import run_tool
@@ -163,7 +163,8 @@ def new_log_file(text: str) -> Path:
 # ---- the passes -----------------------------------------------------------------------------------------------
 
 COMMON = (
-    Option("target", "compilation target", one_of(lambda: KNOWN_BACKENDS), "|".join(KNOWN_BACKENDS), "llvm-cpu"),
+    Option("target", "compilation target: this host, or a named CPU (aarch64:neoverse-v1)", one_of(known_targets),
+           "llvm-cpu|ARCH:CPU", "llvm-cpu"),
     Option("cpu", "CPU IREE compiles for", cpu_name, "host|LLVM CPU name", "host"),
     Option("threads", "runtime threads used when timing", integer(1, 1024), "1..1024", 1),
 )

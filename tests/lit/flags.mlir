@@ -20,7 +20,7 @@
 // HELP: --allow-unregistered-dialect
 // HELP: --version
 // PASSES: --ansor-extract-tasks: the tasks (unique dispatches) as ansor dialect IR
-// PASSES-NEXT: target=<llvm-cpu> {{ +}}compilation target (default: llvm-cpu)
+// PASSES-NEXT: target=<llvm-cpu|ARCH:CPU> {{ +}}compilation target: this host, or a named CPU (aarch64:neoverse-v1) (default: llvm-cpu)
 // PASSES-NEXT: cpu=<host|LLVM CPU name> {{ +}}CPU IREE compiles for (default: host)
 // PASSES-NEXT: threads=<1..1024> {{ +}}runtime threads used when timing (default: 1)
 // PASSES: --ansor-tune: tune every task
