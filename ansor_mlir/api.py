@@ -32,6 +32,7 @@ from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.frontend.torch_import import is_factory_reference
+from ansor_mlir.measure.qemu_runner import find_emulated_runtime
 from ansor_mlir.mlir.context import MAX_TEXT_CHARS
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
 from ansor_mlir.mlir.iree_module import CompiledModel
@@ -41,6 +42,7 @@ from ansor_mlir.passes.pipeline import AfterPass, PassInvocation, PipelineResult
 from ansor_mlir.passes.pipeline import run_pipeline as _run_pipeline
 from ansor_mlir.space.sketch_rules import generate_sketches as _generate_sketches
 from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.cross_tuning import tune_by_model
 from ansor_mlir.tuning.progress import ConsoleProgress
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner
@@ -248,12 +250,26 @@ def tune(
     check_callbacks("tune", callbacks)
     text, name = read_source(module, name)
     tgt = resolve_target(target)
+    if not tgt.runs_here and opts.trials > 0:
+        return _tune_emulated(text, name, tgt, opts, callbacks)
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
     if opts.trials == 0:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name), [], opts.log)
     results = tuner.tune_module(text, name)
     return TuneResult(apply_best(text, opts.log, tgt, name), results, opts.log)
+
+
+def _tune_emulated(text: str, name: str, target: Target, options: TuneOptions,
+                   callbacks: Sequence[TuningCallback]) -> TuneResult:
+    """A target whose programs do not run here: the cost model ranks, qemu verifies, nothing is timed."""
+    runtime = find_emulated_runtime(target.arch)
+    if isinstance(runtime, str):
+        raise AnsorError(f"target {target.arch}:{target.cpu}: its programs do not run on this host, and {runtime}; "
+                         "or pick by the cost model alone (trials=0, unverified), or measure on the real machine "
+                         "(ansor-measure export)")
+    tune_by_model(text, name, target, options, runtime, [ConsoleProgress(progress=False), *callbacks])
+    return TuneResult(apply_best(text, options.log, target, name), [], options.log)
 
 
 def _best_for_target(log: str | Path, target: Target) -> dict[str, Record]:

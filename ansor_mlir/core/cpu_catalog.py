@@ -27,8 +27,10 @@ class Architecture:
     triple: str
     # `platform.machine()` of a host that runs its programs natively.
     machine: str
-    # User-mode emulator that runs its programs elsewhere (correctness only, never timing).
+    # User-mode emulator that runs its programs elsewhere (correctness only, never timing), and the directory
+    # holding the architecture's C runtime for it (`qemu -L`; Debian's cross packages install it there).
     emulator: str
+    sysroot: str
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ class CpuDescription:
 
 
 ARCHITECTURES: dict[str, Architecture] = {
-    "aarch64": Architecture("aarch64", "aarch64-unknown-linux-gnu", "aarch64", "qemu-aarch64-static"),
+    "aarch64": Architecture("aarch64", "aarch64-unknown-linux-gnu", "aarch64", "qemu-aarch64-static",
+                            "/usr/aarch64-linux-gnu"),
 }
 
 # Per-core L1D and L2, shared L3, core counts of the example machine (Arm's TRMs and the vendors' data sheets).
