@@ -23,7 +23,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import preprocessing_transform, transform
 from iree.compiler.dialects.transform import structured
 
-from ansor_mlir.codegen.iree_config import compilation_info, strategy_translation_info
+from ansor_mlir.codegen.iree_config import compilation_info, follower_lowering_config, strategy_translation_info
 from ansor_mlir.core.task import IreeConfig, Task
 from ansor_mlir.frontend.task_extraction import compute_ops, dispatch_executable_key, dispatch_function
 from ansor_mlir.mlir.context import new_context, ops_of, parse_module, print_op, shared_context, verify
@@ -166,9 +166,19 @@ def attach_configs(
                 holder.operation.clone(ip=ir.InsertionPoint(func.parent.regions[0].blocks[0]))
             else:
                 root_index, config = configs[key]
-                compute_ops(func)[root_index].attributes["compilation_info"] = compilation_info(config)
+                ops = compute_ops(func)
+                ops[root_index].attributes["compilation_info"] = compilation_info(config)
+                for op in (op for i, op in enumerate(ops) if i != root_index):
+                    follower = follower_lowering_config(config, _loop_count(op))
+                    if follower is not None:
+                        op.attributes["lowering_config"] = follower
             applied.append(key)
     return str(module), applied
+
+
+def _loop_count(op: ir.Operation) -> int:
+    """Loops of a `linalg.generic` (its iterator types); 0 for a named op, which gets no follower config."""
+    return len(ir.ArrayAttr(op.attributes["iterator_types"])) if "iterator_types" in op.attributes else 0
 
 
 def _library(name: str) -> ir.Module:

@@ -5,7 +5,8 @@ A `Sketch` is a typed trace in the sense of TVM's `State` or MetaSchedule's
 `TileAndFuse`, `FuseConsumers`, `Pad`, `Pack`, `Decompose`, `Rfactor`,
 `MicroKernel`, `CacheWrite`, `LowerContraction`, ...), each carrying its decisions and their
 domains (`TileKnob`: a chain of tile sizes of one loop over the tiling levels;
-`ChoiceKnob`: a categorical choice). A `Candidate` is a sketch with every
+`ChoiceKnob`: a categorical choice); GPU traces use `MapToGpu`,
+`PromoteOperands`, `CrossThreadReduction` and `TensorCore`. A `Candidate` is a sketch with every
 decision made. Rules emit sketches, annotation and mutation change decisions,
 and `space.resolve` turns a candidate into the concrete loop structure that the
 emitter, the validity checks and the features all read. No meaning is carried
@@ -39,6 +40,17 @@ LEVEL_KIND = {
     "vector_inner_parallel": SPATIAL,
 }
 LEVEL_ORDER = tuple(LEVEL_KIND)
+# IREE GPU tiling levels (`#iree_gpu.lowering_config`), outer to inner: Ansor's GPU structure `SSSRRSRS` has its
+# block tile at `workgroup`, its warp tile at `subgroup`, its reduction step (the shared-memory tile) at
+# `reduction` (or, split across the threads of a block, `partial_reduction`) and its per-thread tile at `thread`.
+GPU_LEVEL_KIND = {
+    "workgroup": SPATIAL,
+    "subgroup": SPATIAL,
+    "reduction": REDUCTION,
+    "partial_reduction": REDUCTION,
+    "thread": SPATIAL,
+}
+LEVEL_KIND = {**LEVEL_KIND, **GPU_LEVEL_KIND}
 
 
 class Family(str, Enum):
@@ -245,9 +257,63 @@ class LowerReduction(Step):
     kind: ClassVar[str] = "lower-reduction"
 
 
+@dataclass(frozen=True)
+class MapToGpu(Step):
+    """Block and thread mapping of the root's tiles (IREE's GPU pipeline `pipeline`): each parallel loop's tile
+    per block (`workgroup`) and per thread (`thread`), each reduction loop's step (`reduction`); a block has
+    `workgroup / thread` threads per loop, run in warps of `subgroup_size`."""
+
+    kind: ClassVar[str] = "gpu-map"
+    pipeline: str = "TileAndFuse"
+    subgroup_size: int = 32
+
+    def params(self) -> dict:
+        return {"pipeline": self.pipeline, "subgroup_size": self.subgroup_size}
+
+
+@dataclass(frozen=True)
+class PromoteOperands(Step):
+    """Cache read: the root's input tiles of one reduction step staged in shared memory (IREE's
+    `promote_operands`); the knob chooses whether, without one they always are."""
+
+    kind: ClassVar[str] = "promote-operands"
+
+
+@dataclass(frozen=True)
+class CrossThreadReduction(Step):
+    """A reduction split across the threads of a block (IREE's `VectorDistribute`): `warps` warps of
+    `subgroup_size` lanes, each lane reading `vector` contiguous elements `unroll` times per step, then combined
+    across lanes and warps; `rows` outputs per block. For reductions whose outputs are too few to fill the GPU."""
+
+    kind: ClassVar[str] = "cross-thread-reduction"
+    subgroup_size: int = 32
+
+    def params(self) -> dict:
+        return {"subgroup_size": self.subgroup_size}
+
+
+@dataclass(frozen=True)
+class TensorCore(Step):
+    """A contraction on tensor cores: one of the `mma_kind` instructions (shapes `mnk`, in the knob's option
+    order), each warp a `subgroup_m x subgroup_n` grid of them, `warps_m x warps_n` warps per block, `k_tiles`
+    instructions deep per reduction step; loops `m`, `n`, `k` are the root's."""
+
+    kind: ClassVar[str] = "tensor-core"
+    mnk: tuple[tuple[int, int, int], ...] = ()
+    m: int = 0
+    n: int = 1
+    k: int = 2
+
+    def params(self) -> dict:
+        return {"mnk": [list(s) for s in self.mnk], "m": self.m, "n": self.n, "k": self.k}
+
+
+GPU_STEPS = (MapToGpu, CrossThreadReduction, TensorCore)
+
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls for cls in (UseIreeDefault, ConfigurePipeline, TileAndFuse, FuseConsumers, CacheWrite, Rfactor,
-                              Pad, Pack, Decompose, MicroKernel, LowerContraction, LowerReduction)
+                              Pad, Pack, Decompose, MicroKernel, LowerContraction, LowerReduction, MapToGpu,
+                              PromoteOperands, CrossThreadReduction, TensorCore)
 }
 
 
@@ -263,6 +329,13 @@ def step_from_dict(data: dict) -> Step:
         return ConfigurePipeline(knobs, str(data["pipeline"]))
     if cls is MicroKernel:
         return MicroKernel(knobs, int(data["rows"]), int(data["cols"]))
+    if cls is MapToGpu:
+        return MapToGpu(knobs, str(data["pipeline"]), int(data["subgroup_size"]))
+    if cls is CrossThreadReduction:
+        return CrossThreadReduction(knobs, int(data["subgroup_size"]))
+    if cls is TensorCore:
+        return TensorCore(knobs, tuple((int(a), int(b), int(c)) for a, b, c in data["mnk"]), int(data["m"]),
+                          int(data["n"]), int(data["k"]))
     return cls(knobs)
 
 

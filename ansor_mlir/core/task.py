@@ -15,27 +15,67 @@ from ansor_mlir.core.affine import AffineMap
 
 
 @dataclass(frozen=True)
-class IreeConfig:
-    """An IREE CPU configuration: pipeline plus tile sizes per tiling level.
+class GpuLaunch:
+    """What an IREE GPU configuration holds besides tile sizes: the block shape and how operands are handled.
 
-    `levels` maps an IREE level name (`distribution`, `cache_parallel`, ...)
-    to one tile size per loop of the root op, as IREE prints them.
+    `lane_basis` and `subgroup_basis` are IREE's `[counts, mapping]` pairs
+    (how `VectorDistribute` spreads a reduction's lanes and warps over its
+    loops), empty when unused; `mma_kind` an `iree_gpu.MMAIntrinsic` name.
+    """
+
+    workgroup_size: tuple[int, ...]
+    subgroup_size: int
+    mma_kind: str = ""
+    promote_operands: tuple[int, ...] = ()
+    lane_basis: tuple[tuple[int, ...], ...] = ()
+    subgroup_basis: tuple[tuple[int, ...], ...] = ()
+    prefetch_stages: int = 0
+
+    def to_dict(self) -> dict:
+        return {"workgroup_size": list(self.workgroup_size), "subgroup_size": self.subgroup_size,
+                "mma_kind": self.mma_kind, "promote_operands": list(self.promote_operands),
+                "lane_basis": [list(b) for b in self.lane_basis],
+                "subgroup_basis": [list(b) for b in self.subgroup_basis], "prefetch_stages": self.prefetch_stages}
+
+    @staticmethod
+    def from_dict(data: dict) -> GpuLaunch:
+        return GpuLaunch(tuple(int(x) for x in data["workgroup_size"]), int(data["subgroup_size"]),
+                         str(data.get("mma_kind", "")), tuple(int(x) for x in data.get("promote_operands", ())),
+                         tuple(tuple(int(x) for x in b) for b in data.get("lane_basis", ())),
+                         tuple(tuple(int(x) for x in b) for b in data.get("subgroup_basis", ())),
+                         int(data.get("prefetch_stages", 0)))
+
+
+@dataclass(frozen=True)
+class IreeConfig:
+    """An IREE configuration: pipeline plus tile sizes per tiling level (and, on a GPU, its launch).
+
+    `levels` maps an IREE level name (`distribution`, `cache_parallel`, ...
+    on CPUs; `workgroup`, `reduction`, `thread`, ... on GPUs) to one tile
+    size per loop of the root op, as IREE prints them. `gpu` is None for a
+    CPU pipeline (`#iree_cpu.pipeline`), set for a GPU one (`#iree_gpu.pipeline`).
     """
 
     pipeline: str
     levels: tuple[tuple[str, tuple[int, ...]], ...]
+    gpu: GpuLaunch | None = None
 
     def level(self, name: str) -> tuple[int, ...] | None:
         return dict(self.levels).get(name)
 
     def to_dict(self) -> dict:
-        return {"pipeline": self.pipeline, "levels": {k: list(v) for k, v in self.levels}}
+        data: dict = {"pipeline": self.pipeline, "levels": {k: list(v) for k, v in self.levels}}
+        if self.gpu is not None:
+            data["gpu"] = self.gpu.to_dict()
+        return data
 
     @staticmethod
     def from_dict(data: dict) -> IreeConfig:
+        gpu = data.get("gpu")
         return IreeConfig(
             pipeline=data["pipeline"],
             levels=tuple((k, tuple(v)) for k, v in data["levels"].items()),
+            gpu=GpuLaunch.from_dict(gpu) if gpu else None,
         )
 
 

@@ -30,6 +30,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.space import dag as dags
 from ansor_mlir.space.decisions import FUSION
+from ansor_mlir.space.gpu_mapping import is_gpu_sketch, is_valid_gpu
 from ansor_mlir.space.limits import limits
 from ansor_mlir.space.micro_kernel import micro_kernel_fits
 from ansor_mlir.space.resolve import Resolved, has_interior_unit_dim, input_tiles, resolve
@@ -200,6 +201,8 @@ def padded_tiles_are_sound(resolved: Resolved, lanes: int, stack_bytes: int) -> 
 
 def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, target: Target) -> bool:
     """Reject programs IREE cannot build well, before compiling them."""
+    if is_gpu_sketch(sketch):
+        return is_valid_gpu(sketch, values, task, target)
     if sketch.family is Family.TRANSFORM:
         candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
         return is_valid_strategy(resolve(sketch, candidate, task), target)

@@ -41,3 +41,22 @@ def limits(target: Target) -> Limits:
         accumulator_bytes=registers * target.vector_bytes,
         stack_bytes=target.stack_limit_bytes,
     )
+
+
+@dataclass(frozen=True)
+class GpuLimits:
+    """What one block of a GPU candidate may use, from the target's `GpuSpec`."""
+
+    warp_size: int
+    max_threads: int
+    shared_memory_bytes: int
+    # 32-bit accumulators one thread may hold: half its registers, the rest for operands and addresses.
+    accumulator_registers: int
+
+
+def gpu_limits(target: Target) -> GpuLimits:
+    """The limits of a CUDA target: IREE's threads and shared memory per block, the warp and register file."""
+    gpu = target.gpu
+    if gpu is None:
+        raise ValueError(f"target {target.key} has no GPU")
+    return GpuLimits(gpu.warp_size, gpu.max_threads, gpu.shared_memory_bytes, gpu.registers_per_thread // 2)

@@ -36,6 +36,7 @@ from ansor_mlir.space.dag import (
     task_dag,
     vector_loop,
 )
+from ansor_mlir.space.gpu_mapping import gpu_mapping, is_gpu_sketch
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,8 @@ def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfi
     """
     if sketch.fixed_config is not None:
         return sketch.fixed_config
+    if is_gpu_sketch(sketch):
+        return gpu_mapping(sketch, candidate, task).config
     if not sketch.knobs:
         return IreeConfig(pipeline=sketch.pipeline, levels=())
     values = dict(candidate.values)

@@ -30,7 +30,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.space import dag as dags
-from ansor_mlir.space import decisions, micro_kernel
+from ansor_mlir.space import decisions, gpu_sketch_rules, micro_kernel
 
 
 class SketchRule(Protocol):
@@ -347,8 +347,13 @@ def cpu_rules() -> list[SketchRule]:
     ]
 
 
+def cuda_rules() -> list[SketchRule]:
+    """The default rule list for CUDA targets: IREE's default, then the GPU rules (`space.gpu_sketch_rules`)."""
+    return [IreeDefaultRule(), *gpu_sketch_rules.gpu_rules()]
+
+
 # The rule list of each backend: a new target adds an entry (and its rules), not branches in the search.
-RULES_BY_BACKEND: dict[str, Callable[[], list[SketchRule]]] = {"llvm-cpu": cpu_rules}
+RULES_BY_BACKEND: dict[str, Callable[[], list[SketchRule]]] = {"llvm-cpu": cpu_rules, "cuda": cuda_rules}
 
 
 def rules_for(target: Target) -> list[SketchRule]:
