@@ -117,8 +117,10 @@ def check_callbacks(function: str, callbacks: object) -> None:
 def check_tune_options(function: str, options: TuneOptions) -> None:
     """Every field of a `TuneOptions` within the domain `ansor-tune`'s options give it."""
     for field, option in (("trials", "trials"), ("seed", "seed"), ("batch_size", "batch"), ("verify", "verify"),
-                          ("policy", "policy"), ("log", "log")):
+                          ("policy", "policy"), ("log", "log"), ("task_scheduler", "task-scheduler"),
+                          ("early_stopping", "early-stopping")):
         check_option(function, f"options.{field}", getattr(options, field), option_name=option)
+    check_trials_per_task(function, "options.trials_per_task", options.trials_per_task)
     for field in ("build_workers", "verify_rounds"):
         value = getattr(options, field)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -129,6 +131,15 @@ def check_tune_options(function: str, options: TuneOptions) -> None:
             raise _invalid(function, f"options.{field}", value, "expected a positive number of seconds")
     if options.cost_model is not None and not Path(options.cost_model).is_file():
         raise _invalid(function, "options.cost_model", options.cost_model, "no such file")
+
+
+def check_trials_per_task(function: str, name: str, value: object) -> None:
+    """None (the budget is `trials` in all) or a per-task budget in `trials-per-task`'s domain."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _invalid(function, name, value, "expected None or an integer >= 1")
+    check_option(function, name, str(value), option_name="trials-per-task")
 
 
 def as_source(source: object) -> object:
@@ -230,19 +241,26 @@ def tune(
     options: TuneOptions | None = None,
     name: str | None = None,
     callbacks: Sequence[TuningCallback] = (),
+    trials_per_task: int | None = None,
+    task_scheduler: str = "gradient",
 ) -> TuneResult:
     """Tune every task of a module; returns the module with the best configurations attached.
 
+    `trials` is the model's budget, shared out by `task_scheduler` (`gradient`: Ansor's, or
+    `round-robin`); `trials_per_task` gives every task that many instead.
     `callbacks` hear of the run's progress, beside the console's notes (and bar and table with `progress`).
     """
     check_target("tune", target)
     if options is None:
         check_option("tune", "trials", trials)
+        check_trials_per_task("tune", "trials_per_task", trials_per_task)
+        check_option("tune", "task_scheduler", task_scheduler, option_name="task-scheduler")
         check_option("tune", "log", log)
         check_option("tune", "seed", seed)
         check_option("tune", "policy", policy)
         check_type("tune", "progress", progress, bool, "True or False")
-        opts = TuneOptions(trials=trials, log=Path(log), seed=seed, policy=policy, progress=progress)
+        opts = TuneOptions(trials=trials, trials_per_task=trials_per_task, task_scheduler=task_scheduler,
+                           log=Path(log), seed=seed, policy=policy, progress=progress)
     else:
         check_type("tune", "options", options, TuneOptions, "a TuneOptions")
         check_tune_options("tune", options)
@@ -253,7 +271,7 @@ def tune(
     if not tgt.runs_here and opts.trials > 0:
         return _tune_emulated(text, name, tgt, opts, callbacks)
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
-    if opts.trials == 0:
+    if opts.trials == 0 and opts.trials_per_task is None:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name), [], opts.log)
     results = tuner.tune_module(text, name)

@@ -44,6 +44,7 @@ from ansor_mlir.passes.source import (
     read_module,
     split_input,
 )
+from ansor_mlir.tuning.task_scheduler import SCHEDULERS
 
 PROG = "ansor-opt"
 # Warnings Python hides unless asked (interpreter and library housekeeping): not the user's business.
@@ -112,6 +113,13 @@ def non_negative(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
+    return value
+
+
+def positive(text: str) -> int:
+    value = non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
     return value
 
 
@@ -284,8 +292,12 @@ def build_compile_parser() -> argparse.ArgumentParser:
     parser.add_argument("input", help=".onnx model, PyTorch model as file.py:factory, or linalg .mlir")
     parser.add_argument("-o", dest="output", required=True, help="the .vmfb to write")
     parser.add_argument("--trials", type=non_negative,
-                        help="tune first with this budget (as ansor-tune's trials); without it, the records already "
-                             "in the log are applied (none: IREE's default build)")
+                        help="tune first with this budget for the whole model (as ansor-tune's trials); without it, "
+                             "the records already in the log are applied (none: IREE's default build)")
+    parser.add_argument("--trials-per-task", type=positive,
+                        help="tune first with this budget per task instead of --trials for the whole model")
+    parser.add_argument("--task-scheduler", choices=SCHEDULERS, default="gradient",
+                        help="how tasks share the budget (default: gradient, Ansor's)")
     parser.add_argument("--log", help="tuning log (default: OUTPUT with the suffix .jsonl)")
     parser.add_argument("--target", default="llvm-cpu", help="backend (default: llvm-cpu)")
     parser.add_argument("--cpu", default="host", help="LLVM CPU name (default: host)")
@@ -301,9 +313,11 @@ def compile_model(args: argparse.Namespace) -> str:
     source = api.load_model(args.input if is_model_reference(args.input) else Path(args.input))
     target = api.resolve_target(parse_target(args.target, threads=args.threads, cpu=args.cpu))
     log = Path(args.log) if args.log else Path(args.output).with_suffix(".jsonl")
-    if args.trials is not None:
-        api.tune(source, target, trials=args.trials, log=log, seed=args.seed)
-    tuned = args.trials is not None or args.log is not None or log.exists()
+    tune = args.trials is not None or args.trials_per_task is not None
+    if tune:
+        api.tune(source, target, trials=args.trials or 0, log=log, seed=args.seed,
+                 trials_per_task=args.trials_per_task, task_scheduler=args.task_scheduler)
+    tuned = tune or args.log is not None or log.exists()
     program = api.compile(source, target, log if tuned else None, embed_parameters=args.params_out is None)
     program.save(args.output)
     how = f"configurations from {log}" if tuned else "IREE's default configurations (no tuning log)"

@@ -94,6 +94,9 @@ def tune_options(invocation: PassInvocation) -> TuneOptions:
     model = invocation["model"]
     return TuneOptions(
         trials=int(invocation["trials"]),
+        trials_per_task=None if invocation["trials-per-task"] is None else int(invocation["trials-per-task"]),
+        task_scheduler=str(invocation["task-scheduler"]),
+        early_stopping=int(invocation["early-stopping"]),
         log=Path(invocation["log"]),
         seed=int(invocation["seed"]),
         policy=str(invocation["policy"]),

@@ -20,6 +20,7 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.mlir.iree_compiler import run_tool
 from ansor_mlir.search.search_policy import POLICIES
 from ansor_mlir.space.sketch_rules import RULES_BY_BACKEND
+from ansor_mlir.tuning.task_scheduler import SCHEDULERS
 
 SHIPPED_MODEL = "shipped"
 NO_MODEL = "none"
@@ -182,8 +183,14 @@ PASSES: dict[str, PassSpec] = {
             "tune every task, then output IREE's flow-level module with the best configurations attached",
             (
                 *COMMON,
-                Option("trials", "measured candidates per task (0: pick by the cost model alone)",
-                       integer(0, 1_000_000), "0..1000000", 32),
+                Option("trials", "measured candidates of all tasks together, IREE's default of each included "
+                       "(0: pick by the cost model alone)", integer(0, 1_000_000), "0..1000000", 32),
+                Option("trials-per-task", "measured candidates per task instead of in all",
+                       integer(1, 1_000_000), "1..1000000", no_default="none, trials is the total"),
+                Option("task-scheduler", "how tasks share the trials: Ansor's gradient or in turn",
+                       one_of(lambda: SCHEDULERS), "|".join(SCHEDULERS), "gradient"),
+                Option("early-stopping", "gradient scheduler: a task stops after this many trials without "
+                       "improving (0: never)", integer(0, 1_000_000), "0..1000000", 0),
                 Option("log", "append-only tuning log", new_log_file, "FILE", Path("ansor_tuning.jsonl")),
                 SEED,
                 Option("policy", "search policy", one_of(lambda: POLICIES), "|".join(POLICIES), "evolutionary"),

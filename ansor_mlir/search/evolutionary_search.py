@@ -151,7 +151,7 @@ class EvolutionarySearch:
                 predicted = self.model.predict(featurize_many(task, by_index, fresh, self.target), nprng)
                 for c, p in zip(fresh, predicted, strict=True):
                     scores[c.identity] = (float(p), c)
-            if generation == self.params.generations:
+            if generation == self.params.generations or not population:  # a tiny space can be sampled out
                 break
             population = self._next_generation(task, by_index, population, scores, nprng)
         ranked = sorted(scores.values(), key=lambda item: -item[0])

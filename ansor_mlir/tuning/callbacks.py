@@ -25,6 +25,12 @@ class TuningCallback(Protocol):
         """Records of task `index` were measured and appended to the log (each as its measurement completes,
         or another tuner's on a shared log); `results` are up to date."""
 
+    def on_round(self, results: Sequence[TaskResult], index: int, left: int) -> None:
+        """Task `index` finished a round (a batch); `left` trials remain in the run's budget.
+
+        `task_result.estimated_latency(results)` is the model's estimated end-to-end latency now.
+        """
+
     def on_task_done(self, result: TaskResult) -> None:
         """A task's budget is spent, or its search policy has nothing new to propose."""
 

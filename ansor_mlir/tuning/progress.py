@@ -1,4 +1,5 @@
-"""The console view of a tuning run: notes, a live progress bar, and the results table at the end."""
+"""The console view of a tuning run: notes, a live progress bar over the run's budget, a table after each
+round of a multi-task run (the task scheduler's view), and the results table at the end."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.table import Table
 
 from ansor_mlir.database.records import Record
 from ansor_mlir.tuning.callbacks import TuningCallback
-from ansor_mlir.tuning.task_result import TaskResult
+from ansor_mlir.tuning.task_result import TaskResult, estimated_latency
 
 
 def stderr_console() -> Console:
@@ -49,6 +50,10 @@ class ConsoleProgress(TuningCallback):
         if self._bar is not None and self._bar_task is not None:
             self._bar.update(self._bar_task, advance=len(records), description=status(results))
 
+    def on_round(self, results: Sequence[TaskResult], index: int, left: int) -> None:
+        if self._bar is not None and len(results) > 1:
+            self.console.print(round_table(results, index, left))
+
     def on_end(self, results: Sequence[TaskResult]) -> None:
         if self._bar is None:
             return
@@ -64,7 +69,34 @@ def status(results: Sequence[TaskResult]) -> str:
     speedups = [r.speedup for r in results if r.speedup]
     best = " ".join(f"{r.task.name.split('_dispatch')[0]}={r.best_s * 1e3:.3f}ms" for r in results if r.best_s)
     geo = float(np.exp(np.mean(np.log(speedups)))) if speedups else 1.0
+    if len(results) > 1:
+        estimate = estimated_latency(results)
+        shown = f"{estimate * 1e3:.3f} ms" if estimate is not None else "-"
+        return f"trials {trials} failed {failures} estimated end-to-end {shown} speedup {geo:.2f}x"
     return f"trials {trials} failed {failures} best {best} speedup {geo:.2f}x"
+
+
+def round_table(results: Sequence[TaskResult], index: int, left: int) -> Table:
+    """The task scheduler's view after a round: per task its trials, best time, weight and share of the
+    estimated end-to-end latency (the sum of weight x best time), which the caption gives."""
+    estimate = estimated_latency(results)
+    shown = f"{estimate * 1e3:.3f} ms" if estimate is not None else "-"
+    table = Table(title=f"after a round of task {index}: estimated end-to-end latency {shown}",
+                  caption=f"trials {sum(r.trials for r in results)}, {left} left")
+    for column in ("#", "task", "trials", "best", "weight", "weight x best", "share"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    for i, r in enumerate(results):
+        weighted = r.task.weight * r.best_s if r.best_s is not None else None
+        table.add_row(
+            f"{'*' if i == index else ''}{i}",
+            r.task.name,
+            str(r.trials),
+            f"{r.best_s * 1e3:.3f} ms" if r.best_s is not None else "-",
+            str(r.task.weight),
+            f"{weighted * 1e3:.3f} ms" if weighted is not None else "-",
+            f"{weighted / estimate:.0%}" if weighted is not None and estimate else "-",
+        )
+    return table
 
 
 def results_table(results: Sequence[TaskResult]) -> Table:

@@ -49,9 +49,10 @@ from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.search.search_policy import make_policy
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning.budget import Budget
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.task_result import TaskResult
-from ansor_mlir.tuning.task_scheduler import RoundRobin, TaskScheduler
+from ansor_mlir.tuning.task_scheduler import TaskScheduler, make_scheduler
 from ansor_mlir.tuning.verification import ProgramVerifier, summarize
 
 REFERENCE_TIMEOUT_S = 600.0
@@ -70,7 +71,14 @@ class TuningInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class TuneOptions:
+    # The model's budget: trials of all its tasks together, IREE's default of each included.
     trials: int = 32
+    # A budget per task instead (then `trials` is not used).
+    trials_per_task: int | None = None
+    # How the budget is shared out (`tuning.task_scheduler.SCHEDULERS`).
+    task_scheduler: str = "gradient"
+    # Gradient scheduler: a task stops after this many trials without improving (0: never).
+    early_stopping: int = 0
     log: Path = Path("ansor_tuning.jsonl")
     seed: int = 0
     batch_size: int = 8
@@ -122,8 +130,8 @@ class Tuner:
     """Runs the search for every task of a module and keeps the log.
 
     The builder and runner default to this host's (`LocalBuilder`,
-    `LocalRunner`); the task scheduler to round-robin. Callbacks hear of every
-    note, batch and finished task.
+    `LocalRunner`); the task scheduler to the one `options.task_scheduler` names.
+    Callbacks hear of every note, measurement, round and finished task.
     """
 
     def __init__(
@@ -138,7 +146,8 @@ class Tuner:
         self.target = target
         self.options = options
         self.callbacks = list(callbacks)
-        self.scheduler = scheduler or RoundRobin()
+        self.scheduler = scheduler or make_scheduler(options.task_scheduler, options.batch_size, options.seed,
+                                                     options.early_stopping)
         self.rng = random.Random(options.seed)
         self.policy = make_policy(options.policy, target, self.rng, options.cost_model, options.pretrained)
         # Seconds spent choosing candidates (featurizing, training, evolving), for overhead reports.
@@ -203,19 +212,19 @@ class Tuner:
 
     def tune_tasks(self, tasks: list[Task], program: tuple[str, str] | None = None) -> list[TaskResult]:
         """Search every task; with the user's `program` (text, name), then check the best candidates in it."""
-        verify = self.options.verify if program is not None and self.options.trials > self.options.verify else 0
-        budget = self.options.trials - verify
+        budget = Budget.for_run(len(tasks), self.options.trials, self.options.trials_per_task,
+                                self.options.verify if program is not None else 0)
         for task in tasks:  # sized and typed before anything is measured
             check_inputs(task.input_types, f"task {task.name}")
         try:
             sessions = [self._open_session(task) for task in tasks]
             results = [s.result for s in sessions]
             for callback in self.callbacks:
-                callback.on_start(results, sum(max(0, budget - r.trials) for r in results))
+                callback.on_start(results, budget.remaining([r.trials for r in results]))
             try:
                 self._search(sessions, budget)
-                if verify and program is not None:
-                    self._verify(program, results, verify)
+                if budget.verify and program is not None:
+                    self._verify(program, results, budget.verify)
             finally:
                 for callback in self.callbacks:
                     callback.on_end(results)
@@ -312,8 +321,8 @@ class Tuner:
             fingerprint=self.target.fingerprint,
         )
 
-    def _search(self, sessions: list[TaskSession], budget: int) -> None:
-        """Batches until the scheduler stops; each task may have `budget` records in the log in all.
+    def _search(self, sessions: list[TaskSession], budget: Budget) -> None:
+        """Batches until the scheduler stops, within the budget (records in the log count toward it).
 
         Before each batch the log is re-read: other tuners' records count
         toward a task's budget and teach its policy, and what they are
@@ -332,14 +341,17 @@ class Tuner:
             claimed = {s.task.key: {c.identity for c in claims
                                     if c.target == self.claim_target and c.task_key == s.task.key}
                        for s in sessions}
-            left = [0 if i in exhausted else max(0, budget - s.result.trials - len(claimed[s.task.key]))
-                    for i, s in enumerate(sessions)]
+            used = [s.result.trials + len(claimed[s.task.key]) for s in sessions]
+            left = [0 if i in exhausted else n for i, n in enumerate(budget.left(used))]
             for index in (i for i, n in enumerate(left) if n == 0 and i not in done):
                 done.add(index)
                 for callback in self.callbacks:
                     callback.on_task_done(results[index])
             index = self.scheduler.next_task(results, left)
             if index is None:
+                for result in (r for i, r in enumerate(results) if i not in done):
+                    for callback in self.callbacks:
+                        callback.on_task_done(result)
                 return
             if left[index] <= 0:
                 raise ValueError(f"task scheduler picked task {index}, which has no trials left")
@@ -351,10 +363,13 @@ class Tuner:
             if not batch:
                 exhausted.add(index)
                 continue
-            granted = self.log.claim(self.claim_target, batch, budget)
+            granted = self.log.claim(self.claim_target, batch, budget.per_task)
             batch = [c for c in batch if c.identity in granted]
             if batch:
                 self._measure_batch(session, batch, lambda records, i=index: self._measured(results, i, records))
+                left_in_run = budget.remaining([s.result.trials for s in sessions])
+                for callback in self.callbacks:
+                    callback.on_round(results, index, left_in_run)
 
     def _measured(self, results: list[TaskResult], index: int, records: list[Record]) -> None:
         for callback in self.callbacks:

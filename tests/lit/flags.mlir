@@ -24,7 +24,10 @@
 // PASSES-NEXT: cpu=<host|LLVM CPU name> {{ +}}CPU IREE compiles for (default: host)
 // PASSES-NEXT: threads=<1..1024> {{ +}}runtime threads used when timing (default: 1)
 // PASSES: --ansor-tune: tune every task
-// PASSES: trials=<0..1000000> {{ +}}measured candidates per task (0: pick by the cost model alone) (default: 32)
+// PASSES: trials=<0..1000000> {{ +}}measured candidates of all tasks together, IREE's default of each included (0: pick by the cost model alone) (default: 32)
+// PASSES-NEXT: trials-per-task=<1..1000000> {{ +}}measured candidates per task instead of in all (default: none, trials is the total)
+// PASSES-NEXT: task-scheduler=<gradient|round-robin>
+// PASSES-NEXT: how tasks share the trials: Ansor's gradient or in turn (default: gradient)
 // PASSES: policy=<evolutionary|random> {{ +}}search policy (default: evolutionary)
 // PASSES: model=<shipped|none|FILE> {{ +}}cost model to start from (default: shipped)
 // PASSES: --ansor-apply-best:
