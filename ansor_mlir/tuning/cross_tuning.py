@@ -91,7 +91,7 @@ def tune_by_model(
         for task in tasks:
             check_inputs(task.input_types, f"task {task.name}")
             choice = _choose(task, target, options, picks, policy, history, builder,
-                             _references(task, host, host_builder, host_runner, options.seed), emulated)
+                             host_references(task, host, host_builder, host_runner, options.seed), emulated)
             log.append([*choice.tried[:-1], choice.default, choice.tried[-1]] if not choice.is_default
                        else [*choice.tried, choice.default])
             choices.append(choice)
@@ -114,7 +114,7 @@ def describe(choice: VerifiedChoice) -> str:
             f"{choice.chosen.result.max_abs_error:.2e}{rejected}")
 
 
-def _references(task: Task, host: Target, builder: LocalBuilder, runner: LocalRunner,
+def host_references(task: Task, host: Target, builder: LocalBuilder, runner: LocalRunner,
                 seed: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     """(inputs, IREE's default outputs built for this host): what every emulated run must reproduce."""
     inputs = tuple(encode_array(a) for a in make_inputs(task, seed))
@@ -144,7 +144,7 @@ def _choose(task: Task, target: Target, options: TuneOptions, picks: int, policy
             result = MeasureResult(build.error, compile_s=build.compile_s, message=build.message)
         else:
             result = _run(emulated, build.program, inputs, references, why, build.compile_s)
-        return _record(target, task, candidate, sketch, result)
+        return make_record(target, task, candidate, sketch, result)
 
     default = verify(Candidate(task.key, 0, ()), sketches[0], BuildInput(task.key, flow, task.root_index, None),
                      "IREE's default")
@@ -169,7 +169,7 @@ def _run(runner: QemuRunner, program: BuiltProgram, inputs: tuple[bytes, ...], r
     return replace(result, compile_s=compile_s, message=message)
 
 
-def _record(target: Target, task: Task, candidate: Candidate, sketch: Sketch, result: MeasureResult) -> Record:
+def make_record(target: Target, task: Task, candidate: Candidate, sketch: Sketch, result: MeasureResult) -> Record:
     return Record(target=target.key, task_key=task.key, task_name=task.name, candidate=candidate, sketch=sketch,
                   config=render_config(sketch, candidate, task), root_index=task.root_index, result=result,
                   timestamp=now(), versions=producer_versions(), fingerprint=target.fingerprint)

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("measure",),
     ("database",),
     ("tuning",),
-    ("api", "cli", "passes", "dialect"),
+    ("api", "cli", "measure_cli", "passes", "dialect"),
 )
 
 
