@@ -32,6 +32,7 @@ from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.frontend.torch_import import is_factory_reference
+from ansor_mlir.measure.gpu_device import no_device_message
 from ansor_mlir.measure.qemu_runner import find_emulated_runtime
 from ansor_mlir.mlir.context import MAX_TEXT_CHARS
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
@@ -41,9 +42,6 @@ from ansor_mlir.passes.pass_options import PASSES, BadValue, Option
 from ansor_mlir.passes.pipeline import AfterPass, PassInvocation, PipelineResult
 from ansor_mlir.passes.pipeline import run_pipeline as _run_pipeline
 from ansor_mlir.space.sketch_rules import generate_sketches as _generate_sketches
-from ansor_mlir.tuning.batch_export import ExportSummary
-from ansor_mlir.tuning.batch_export import export_batch as _export_batch
-from ansor_mlir.tuning.batch_export import import_results as _import_results
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
 from ansor_mlir.tuning.progress import ConsoleProgress
@@ -120,8 +118,10 @@ def check_callbacks(function: str, callbacks: object) -> None:
 def check_tune_options(function: str, options: TuneOptions) -> None:
     """Every field of a `TuneOptions` within the domain `ansor-tune`'s options give it."""
     for field, option in (("trials", "trials"), ("seed", "seed"), ("batch_size", "batch"), ("verify", "verify"),
-                          ("policy", "policy"), ("log", "log")):
+                          ("policy", "policy"), ("log", "log"), ("task_scheduler", "task-scheduler"),
+                          ("early_stopping", "early-stopping")):
         check_option(function, f"options.{field}", getattr(options, field), option_name=option)
+    check_trials_per_task(function, "options.trials_per_task", options.trials_per_task)
     for field in ("build_workers", "verify_rounds"):
         value = getattr(options, field)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -132,6 +132,15 @@ def check_tune_options(function: str, options: TuneOptions) -> None:
             raise _invalid(function, f"options.{field}", value, "expected a positive number of seconds")
     if options.cost_model is not None and not Path(options.cost_model).is_file():
         raise _invalid(function, "options.cost_model", options.cost_model, "no such file")
+
+
+def check_trials_per_task(function: str, name: str, value: object) -> None:
+    """None (the budget is `trials` in all) or a per-task budget in `trials-per-task`'s domain."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _invalid(function, name, value, "expected None or an integer >= 1")
+    check_option(function, name, str(value), option_name="trials-per-task")
 
 
 def as_source(source: object) -> object:
@@ -233,19 +242,26 @@ def tune(
     options: TuneOptions | None = None,
     name: str | None = None,
     callbacks: Sequence[TuningCallback] = (),
+    trials_per_task: int | None = None,
+    task_scheduler: str = "gradient",
 ) -> TuneResult:
     """Tune every task of a module; returns the module with the best configurations attached.
 
+    `trials` is the model's budget, shared out by `task_scheduler` (`gradient`: Ansor's, or
+    `round-robin`); `trials_per_task` gives every task that many instead.
     `callbacks` hear of the run's progress, beside the console's notes (and bar and table with `progress`).
     """
     check_target("tune", target)
     if options is None:
         check_option("tune", "trials", trials)
+        check_trials_per_task("tune", "trials_per_task", trials_per_task)
+        check_option("tune", "task_scheduler", task_scheduler, option_name="task-scheduler")
         check_option("tune", "log", log)
         check_option("tune", "seed", seed)
         check_option("tune", "policy", policy)
         check_type("tune", "progress", progress, bool, "True or False")
-        opts = TuneOptions(trials=trials, log=Path(log), seed=seed, policy=policy, progress=progress)
+        opts = TuneOptions(trials=trials, trials_per_task=trials_per_task, task_scheduler=task_scheduler,
+                           log=Path(log), seed=seed, policy=policy, progress=progress)
     else:
         check_type("tune", "options", options, TuneOptions, "a TuneOptions")
         check_tune_options("tune", options)
@@ -253,10 +269,13 @@ def tune(
     check_callbacks("tune", callbacks)
     text, name = read_source(module, name)
     tgt = resolve_target(target)
+    no_device = no_device_message(tgt) if opts.trials > 0 else None
+    if no_device is not None:
+        raise AnsorError(no_device)
     if not tgt.runs_here and opts.trials > 0:
         return _tune_emulated(text, name, tgt, opts, callbacks)
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
-    if opts.trials == 0:
+    if opts.trials == 0 and opts.trials_per_task is None:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name), [], opts.log)
     results = tuner.tune_module(text, name)
@@ -449,36 +468,3 @@ def run_pipeline(
     toolkit = Toolkit(tune=tune, apply_best=apply_best, emit_tuning_spec=emit_tuning_spec,
                       emit_transform_library=emit_transform_library)
     return _run_pipeline(module, pipeline, toolkit, name, after_pass)
-
-
-def export_batch(
-    module: str | Path, path: str | Path, target: str | Target = "llvm-cpu", candidates: int = 8,
-    log: str | Path = "ansor_tuning.jsonl", seed: int = 0, threads: int = 1, name: str | None = None,
-) -> ExportSummary:
-    """A batch for a machine reached only by copying files: per task up to `candidates` new candidates (ranked by
-    the cost model, taught by `log`) and IREE's default, built for `target`, with inputs and references.
-
-    Measure it there with `python -m ansor_mlir.measure.offline_runner BATCH RESULTS` (IREE's runtime and
-    numpy only), then `import_results(BATCH, RESULTS, log)`; export again for the next round.
-    """
-    check_target("export_batch", target)
-    check_option("export_batch", "candidates", candidates, option_name="batch")
-    check_option("export_batch", "log", log)
-    check_option("export_batch", "seed", seed)
-    check_option("export_batch", "threads", threads, option_name="threads")
-    if not isinstance(path, (str, Path)) or not str(path):
-        raise _invalid("export_batch", "path", path, "expected a .zip file or a directory name")
-    text, name = read_source(module, name)
-    tgt = resolve_target(dataclasses.replace(parse_target(target), threads=threads) if isinstance(target, str)
-                         else target)
-    options = TuneOptions(log=Path(log), seed=seed, batch_size=candidates, progress=False)
-    return _export_batch(text, name, tgt, options, Path(path))
-
-
-def import_results(batch: str | Path, results: str | Path, log: str | Path = "ansor_tuning.jsonl") -> list[Record]:
-    """Append a batch's measurements (the offline runner's RESULTS file) to the tuning log as records."""
-    check_option("import_results", "log", log)
-    for label, value in (("batch", batch), ("results", results)):
-        if not isinstance(value, (str, Path)) or not Path(value).exists():
-            raise _invalid("import_results", label, value, "no such file or directory")
-    return _import_results(Path(batch), Path(results), Path(log))

@@ -112,6 +112,21 @@ irdl.dialect @ansor {
     irdl.results(config: %param)
   }
 
+  // How a GPU sketch maps the root (in words, for people): which loops its
+  // blocks and threads tile, what shared memory holds, what registers hold.
+  irdl.operation @gpu_mapping {
+    %blocks = irdl.base "#builtin.string"
+    %threads = irdl.base "#builtin.string"
+    %shared_memory = irdl.base "#builtin.string"
+    %registers = irdl.base "#builtin.string"
+    irdl.attributes {
+      "blocks" = %blocks,
+      "threads" = %threads,
+      "shared_memory" = %shared_memory,
+      "registers" = %registers
+    }
+  }
+
   // A categorical hole (fusion level, cache write, vector lowering): the
   // index of one of `options`.
   irdl.operation @choice {

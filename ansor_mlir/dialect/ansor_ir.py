@@ -44,6 +44,8 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import compute_ops
 from ansor_mlir.mlir.context import ops_of, parse_module
 from ansor_mlir.space.dag import task_dag
+from ansor_mlir.space.gpu_mapping import describe as describe_gpu_mapping
+from ansor_mlir.space.gpu_mapping import is_gpu_sketch
 
 IRDL_PATH = Path(__file__).with_name("ansor.irdl.mlir")
 TASK = "ansor.task"
@@ -126,7 +128,8 @@ def strategy_sequence_name(task: Task, sketch: Sketch) -> str:
 
 
 def sketch_op(task: Task, sketch: Sketch, root: ir.Operation) -> ir.Operation:
-    """An `ansor.sketch` at the current insertion point: the matcher of `root`, the sketch's holes, its config.
+    """An `ansor.sketch` at the current insertion point: the matcher of `root`, the sketch's holes, its config
+    (and, for a GPU sketch, its `ansor.gpu_mapping`).
 
     The one place that reads a `Sketch`: its index, family, pipeline, levels,
     rules, knobs and (for sketch zero) fixed configuration. A sketch with
@@ -153,6 +156,8 @@ def sketch_op(task: Task, sketch: Sketch, root: ir.Operation) -> ir.Operation:
     with ir.InsertionPoint(block):
         handle = block.arguments[0]
         match_root(handle, root)
+        if is_gpu_sketch(sketch):
+            gpu_mapping_op(sketch, task)
         if sketch.knobs:
             knobs = [knob_op(knob).result for knob in sketch.knobs]
             if family == Family.TRANSFORM:
@@ -168,6 +173,12 @@ def sketch_op(task: Task, sketch: Sketch, root: ir.Operation) -> ir.Operation:
             result = transform.ParamConstantOp(param, value).result
         transform.YieldOp([handle, result])
     return op
+
+
+def gpu_mapping_op(sketch: Sketch, task: Task) -> ir.Operation:
+    """An `ansor.gpu_mapping`: how a GPU sketch maps the root to blocks, threads, shared memory and registers."""
+    attributes = {name: ir.StringAttr.get(text) for name, text in describe_gpu_mapping(sketch, task).items()}
+    return ir.Operation.create("ansor.gpu_mapping", attributes=attributes)
 
 
 def knob_op(knob: Knob) -> ir.Operation:

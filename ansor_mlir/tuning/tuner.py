@@ -123,6 +123,8 @@ def build_input(task: Task, sketch: Sketch, candidate: Candidate, flow_text: str
         strategy = (strategy_name(task, candidate), render_strategy(sketch, candidate, task,
                                                                     strategy_name(task, candidate)))
         return BuildInput(task.key, flow_text, task.root_index, None, strategy)
+    if sketch.is_default and sketch.fixed_config is None:  # IREE's own choice: nothing to attach
+        return BuildInput(task.key, flow_text, task.root_index, None)
     return BuildInput(task.key, flow_text, task.root_index, render_config(sketch, candidate, task))
 
 
