@@ -32,7 +32,6 @@ from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.frontend.torch_import import is_factory_reference
-from ansor_mlir.measure.gpu_device import no_device_message
 from ansor_mlir.measure.qemu_runner import find_emulated_runtime
 from ansor_mlir.mlir.context import MAX_TEXT_CHARS
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
@@ -42,6 +41,9 @@ from ansor_mlir.passes.pass_options import PASSES, BadValue, Option
 from ansor_mlir.passes.pipeline import AfterPass, PassInvocation, PipelineResult
 from ansor_mlir.passes.pipeline import run_pipeline as _run_pipeline
 from ansor_mlir.space.sketch_rules import generate_sketches as _generate_sketches
+from ansor_mlir.tuning.batch_export import ExportSummary
+from ansor_mlir.tuning.batch_export import export_batch as _export_batch
+from ansor_mlir.tuning.batch_export import import_results as _import_results
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
 from ansor_mlir.tuning.progress import ConsoleProgress
@@ -269,9 +271,6 @@ def tune(
     check_callbacks("tune", callbacks)
     text, name = read_source(module, name)
     tgt = resolve_target(target)
-    no_device = no_device_message(tgt) if opts.trials > 0 else None
-    if no_device is not None:
-        raise AnsorError(no_device)
     if not tgt.runs_here and opts.trials > 0:
         return _tune_emulated(text, name, tgt, opts, callbacks)
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
@@ -468,3 +467,36 @@ def run_pipeline(
     toolkit = Toolkit(tune=tune, apply_best=apply_best, emit_tuning_spec=emit_tuning_spec,
                       emit_transform_library=emit_transform_library)
     return _run_pipeline(module, pipeline, toolkit, name, after_pass)
+
+
+def export_batch(
+    module: str | Path, path: str | Path, target: str | Target = "llvm-cpu", candidates: int = 8,
+    log: str | Path = "ansor_tuning.jsonl", seed: int = 0, threads: int = 1, name: str | None = None,
+) -> ExportSummary:
+    """A batch for a machine reached only by copying files: per task up to `candidates` new candidates (ranked by
+    the cost model, taught by `log`) and IREE's default, built for `target`, with inputs and references.
+
+    Measure it there with `python -m ansor_mlir.measure.offline_runner BATCH RESULTS` (IREE's runtime and
+    numpy only), then `import_results(BATCH, RESULTS, log)`; export again for the next round.
+    """
+    check_target("export_batch", target)
+    check_option("export_batch", "candidates", candidates, option_name="batch")
+    check_option("export_batch", "log", log)
+    check_option("export_batch", "seed", seed)
+    check_option("export_batch", "threads", threads, option_name="threads")
+    if not isinstance(path, (str, Path)) or not str(path):
+        raise _invalid("export_batch", "path", path, "expected a .zip file or a directory name")
+    text, name = read_source(module, name)
+    tgt = resolve_target(dataclasses.replace(parse_target(target), threads=threads) if isinstance(target, str)
+                         else target)
+    options = TuneOptions(log=Path(log), seed=seed, batch_size=candidates, progress=False)
+    return _export_batch(text, name, tgt, options, Path(path))
+
+
+def import_results(batch: str | Path, results: str | Path, log: str | Path = "ansor_tuning.jsonl") -> list[Record]:
+    """Append a batch's measurements (the offline runner's RESULTS file) to the tuning log as records."""
+    check_option("import_results", "log", log)
+    for label, value in (("batch", batch), ("results", results)):
+        if not isinstance(value, (str, Path)) or not Path(value).exists():
+            raise _invalid("import_results", label, value, "no such file or directory")
+    return _import_results(Path(batch), Path(results), Path(log))
