@@ -32,6 +32,7 @@ from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.frontend.torch_import import is_factory_reference
+from ansor_mlir.measure.gpu_device import no_device_message
 from ansor_mlir.measure.qemu_runner import find_emulated_runtime
 from ansor_mlir.mlir.context import MAX_TEXT_CHARS
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
@@ -271,6 +272,9 @@ def tune(
     check_callbacks("tune", callbacks)
     text, name = read_source(module, name)
     tgt = resolve_target(target)
+    no_device = no_device_message(tgt) if opts.trials > 0 else None
+    if no_device is not None:
+        raise AnsorError(no_device)
     if not tgt.runs_here and opts.trials > 0:
         return _tune_emulated(text, name, tgt, opts, callbacks)
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
