@@ -245,6 +245,7 @@ def tune(
     options: TuneOptions | None = None,
     name: str | None = None,
     callbacks: Sequence[TuningCallback] = (),
+    cluster: str | None = None,
     trials_per_task: int | None = None,
     task_scheduler: str = "gradient",
 ) -> TuneResult:
@@ -253,8 +254,12 @@ def tune(
     `trials` is the model's budget, shared out by `task_scheduler` (`gradient`: Ansor's, or
     `round-robin`); `trials_per_task` gives every task that many instead.
     `callbacks` hear of the run's progress, beside the console's notes (and bar and table with `progress`).
+    `cluster` (a Dask scheduler's address, `tcp://host:8786`) builds and measures on its workers
+    (`measure.dask_engine`); it overrides `options.cluster`.
     """
     check_target("tune", target)
+    if cluster is not None:
+        cluster = check_option("tune", "cluster", cluster)
     if options is None:
         check_option("tune", "trials", trials)
         check_trials_per_task("tune", "trials_per_task", trials_per_task)
@@ -270,6 +275,10 @@ def tune(
         check_tune_options("tune", options)
         opts = dataclasses.replace(options, log=Path(options.log))
     check_callbacks("tune", callbacks)
+    if cluster is not None:
+        opts = dataclasses.replace(opts, cluster=cluster)
+    elif opts.cluster is not None:
+        check_option("tune", "options.cluster", opts.cluster, option_name="cluster")
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     no_device = no_device_message(tgt) if opts.trials > 0 else None

@@ -303,6 +303,9 @@ def build_compile_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cpu", default="host", help="LLVM CPU name (default: host)")
     parser.add_argument("--threads", type=non_negative, default=1, help="threads when timing (default: 1)")
     parser.add_argument("--seed", type=non_negative, default=0, help="search seed (default: 0)")
+    parser.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                        help="with --trials, build and measure on this Dask scheduler's workers (as ansor-tune's "
+                             "cluster=)")
     parser.add_argument("--params-out", metavar="FILE",
                         help="keep the weights out of the .vmfb, in FILE: run with --parameters=model=FILE")
     return parser
@@ -315,7 +318,7 @@ def compile_model(args: argparse.Namespace) -> str:
     log = Path(args.log) if args.log else Path(args.output).with_suffix(".jsonl")
     tune = args.trials is not None or args.trials_per_task is not None
     if tune:
-        api.tune(source, target, trials=args.trials or 0, log=log, seed=args.seed,
+        api.tune(source, target, trials=args.trials or 0, log=log, seed=args.seed, cluster=args.cluster,
                  trials_per_task=args.trials_per_task, task_scheduler=args.task_scheduler)
     tuned = tune or args.log is not None or log.exists()
     program = api.compile(source, target, log if tuned else None, embed_parameters=args.params_out is None)

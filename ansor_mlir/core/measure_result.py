@@ -32,6 +32,10 @@ class MeasureResult:
     max_abs_error: float | None = None
     message: str = ""
     times_s: tuple[float, ...] = field(default_factory=tuple)
+    # Who measured it: the worker (`local`, or a Dask worker's address) and the device (`HOST:local-sync`);
+    # empty when nothing ran (a build failure) or in logs written before these fields existed.
+    worker: str = ""
+    device: str = ""
 
     @property
     def ok(self) -> bool:
@@ -56,6 +60,8 @@ class MeasureResult:
             "compile_s": round(self.compile_s, 4),
             "max_abs_error": self.max_abs_error,
             "message": self.message,
+            **({"worker": self.worker} if self.worker else {}),
+            **({"device": self.device} if self.device else {}),
         }
 
     @staticmethod
@@ -68,4 +74,6 @@ class MeasureResult:
             compile_s=float(data.get("compile_s", 0.0)),
             max_abs_error=data.get("max_abs_error"),
             message=str(data.get("message", "")),
+            worker=str(data.get("worker", "")),
+            device=str(data.get("device", "")),
         )

@@ -249,7 +249,10 @@ def result_from_dict(data: object) -> MeasureResult:
     compile_s = _field(data, "compile_s", _is_non_negative, "a finite time >= 0", "result.", False)
     max_error = _field(data, "max_abs_error", _optional(_is_number), "null or a number", "result.", False)
     message = _field(data, "message", _is_str, "a string", "result.", False)
-    return MeasureResult(ErrorKind(error), median, spread, repeats or 0, compile_s or 0.0, max_error, message or "")
+    worker = _field(data, "worker", _is_str, "a string", "result.", False)  # absent before the cluster runner
+    device = _field(data, "device", _is_str, "a string", "result.", False)
+    return MeasureResult(ErrorKind(error), median, spread, repeats or 0, compile_s or 0.0, max_error, message or "",
+                         worker=worker or "", device=device or "")
 
 
 def program_from_dict(data: object) -> ProgramCheck:

@@ -32,14 +32,15 @@ class LocalBuilder(Builder):
     def submit(self, item: BuildInput) -> Future[BuildResult]:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="ansor-build")
-        return self._pool.submit(self._build_one, item)
+        return self._pool.submit(self.build_now, item)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self._pool = None
 
-    def _build_one(self, item: BuildInput) -> BuildResult:
+    def build_now(self, item: BuildInput) -> BuildResult:
+        """Compile one item in the calling thread (what `submit` queues; a Dask task calls it directly)."""
         start = time.perf_counter()
         text = item.flow_text
         if item.config is not None or item.strategy is not None:

@@ -17,16 +17,20 @@ from __future__ import annotations
 import hashlib
 import json
 import select
+import socket
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.target import Target
 from ansor_mlir.measure.runner import CompareInput, CompareResult, RunInput, Runner, RunResult
+
+# The worker records name for this host's runner (a cluster's runner names its Dask worker).
+LOCAL_WORKER = "local"
 
 
 @dataclass
@@ -44,12 +48,12 @@ class LocalRunner(Runner):
     def submit(self, item: RunInput) -> Future[RunResult]:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ansor-run")
-        return self._pool.submit(self._run_one, item)
+        return self._pool.submit(self.run_now, item)
 
     def submit_compare(self, item: CompareInput) -> Future[CompareResult]:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ansor-run")
-        return self._pool.submit(self._compare_one, item)
+        return self._pool.submit(self.compare_now, item)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -70,7 +74,8 @@ class LocalRunner(Runner):
         calls = 1 + self.warmup + self.min_repeats
         return max(self.timeout_s, 3.0 * calls * (item.expected_s or 0.0))
 
-    def _run_one(self, item: RunInput) -> RunResult:
+    def run_now(self, item: RunInput) -> RunResult:
+        """Measure one item in the calling thread (what `submit` queues; a Dask task calls it directly)."""
         scratch = self._scratch_dir()
         program = scratch / "program.vmfb"
         program.write_bytes(item.program.vmfb)
@@ -87,12 +92,14 @@ class LocalRunner(Runner):
             "max_repeats": self.max_repeats,
         }
         try:
-            return self._answer(request, self.limit_s(item))
+            result = self._answer(request, self.limit_s(item))
+            return replace(result, measured=replace(result.measured, worker=LOCAL_WORKER, device=self.device_name()))
         finally:
             for path in [program, *scratch.glob("out*.npy")]:
                 path.unlink(missing_ok=True)
 
-    def _compare_one(self, item: CompareInput) -> CompareResult:
+    def compare_now(self, item: CompareInput) -> CompareResult:
+        """Time programs alternately in the calling thread (what `submit_compare` queues)."""
         scratch = self._scratch_dir()
         paths = []
         for i, program in enumerate(item.programs):
@@ -147,6 +154,10 @@ class LocalRunner(Runner):
             times_s=tuple(response["times"]),
         )
         return RunResult(measured, outputs)
+
+    def device_name(self) -> str:
+        """The device the worker times on, as records name it: `HOST:local-sync`."""
+        return f"{socket.gethostname()}:{self.target.runtime_device()}"
 
     def _scratch_dir(self) -> Path:
         if self._scratch is None:

@@ -94,6 +94,10 @@ class Runner(ABC):
         futures = [self.submit(item) for item in items]
         return [f.result() for f in futures]
 
+    def notes(self) -> list[str]:
+        """What the console should say about where measurements run (a cluster's workers); none locally."""
+        return []
+
     def close(self) -> None:
         """Release workers (a runner stays usable; it starts them again when needed)."""
         return None

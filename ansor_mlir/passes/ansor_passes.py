@@ -105,6 +105,7 @@ def tune_options(invocation: PassInvocation) -> TuneOptions:
         batch_size=int(invocation["batch"]),
         verify=int(invocation["verify"]),
         progress=bool(invocation["progress"]),
+        cluster=invocation["cluster"],
     )
 
 

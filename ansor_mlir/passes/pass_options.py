@@ -17,6 +17,7 @@ from pathlib import Path
 from ansor_mlir.core.target import known_targets
 from ansor_mlir.database.records import log_problem
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.measure.dask_engine import check_address
 from ansor_mlir.mlir.iree_compiler import run_tool
 from ansor_mlir.search.search_policy import POLICIES
 from ansor_mlir.space.sketch_rules import RULES_BY_BACKEND
@@ -139,6 +140,14 @@ def model_choice(text: str) -> str | Path:
     return path
 
 
+def cluster_address(text: str) -> str:
+    """A Dask scheduler's address (checked for form here; reached when tuning starts)."""
+    try:
+        return check_address(text)
+    except ValueError as exc:
+        raise BadValue(str(exc)) from None
+
+
 def log_file(text: str) -> Path:
     """A log the pass reads: a regular file when it exists (a FIFO or a device would hang or never end)."""
     if not text or "\0" in text:
@@ -200,6 +209,9 @@ PASSES: dict[str, PassSpec] = {
                 Option("verify", "best candidates per task checked in the whole program against IREE's default "
                        "(part of trials; 0: none)", integer(0, 64), "0..64", 2),
                 Option("progress", "show a progress bar and a final table", integer(0, 1), "0|1", 1),
+                Option("cluster", "Dask scheduler: build and measure on its workers (measuring workers declare "
+                       "--resources device=1 --nthreads 1)", cluster_address, "tcp://HOST:PORT",
+                       no_default="none, this host"),
             ),
         ),
         PassSpec("ansor-apply-best", "IREE's flow-level module with the best recorded configurations; no tuning",

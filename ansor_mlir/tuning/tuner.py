@@ -40,6 +40,7 @@ from ansor_mlir.database.records import (
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder, BuildInput
+from ansor_mlir.measure.dask_engine import cluster_measurers
 from ansor_mlir.measure.inputs import check_inputs, encode_array, make_inputs
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
@@ -88,6 +89,9 @@ class TuneOptions:
     # Start from the model shipped in the package (False: learn from this run's measurements only).
     pretrained: bool = True
     build_workers: int = 2
+    # A Dask scheduler's address (`tcp://host:8786`): build and measure on its workers (`measure.dask_engine`);
+    # None: on this host.
+    cluster: str | None = None
     compile_timeout_s: float = 60.0
     run_timeout_s: float = 30.0
     min_time_s: float = 0.1
@@ -154,6 +158,9 @@ class Tuner:
         self.policy = make_policy(options.policy, target, self.rng, options.cost_model, options.pretrained)
         # Seconds spent choosing candidates (featurizing, training, evolving), for overhead reports.
         self.search_s = 0.0
+        if options.cluster is not None and builder is None and runner is None:
+            builder, runner = cluster_measurers(options.cluster, target, options.compile_timeout_s,
+                                                options.run_timeout_s, options.min_time_s)
         self.builder = builder or LocalBuilder(target, workers=options.build_workers,
                                                timeout_s=options.compile_timeout_s)
         self.runner = runner or LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
@@ -218,6 +225,9 @@ class Tuner:
                                 self.options.verify if program is not None else 0)
         for task in tasks:  # sized and typed before anything is measured
             check_inputs(task.input_types, f"task {task.name}")
+        for note in self.runner.notes():
+            for callback in self.callbacks:
+                callback.on_note(note)
         try:
             sessions = [self._open_session(task) for task in tasks]
             results = [s.result for s in sessions]
