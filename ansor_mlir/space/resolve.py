@@ -78,9 +78,11 @@ class Resolved:
                         out[d] = min(int(size), parent[d])
             return tuple(out)
 
-        wg = pick(("distribution",), self.extents, False)
-        cache = pick(("cache_reduction",), pick(("cache_parallel",), wg, False), True)
-        reg = pick(("vector_reduction",), pick(("vector_common_parallel", "vector_inner_parallel"), cache, False), True)
+        # GPU levels in the same roles: the block tile, the shared-memory stage (reduction step), the thread tile.
+        wg = pick(("distribution", "workgroup"), self.extents, False)
+        cache = pick(("cache_reduction", "reduction", "partial_reduction"), pick(("cache_parallel",), wg, False), True)
+        reg = pick(("vector_reduction",), pick(("vector_common_parallel", "vector_inner_parallel", "thread"), cache,
+                                               False), True)
         return {"wg": wg, "cache": cache, "reg": reg}
 
     @cached_property
