@@ -156,7 +156,7 @@ def test_onnx_to_tuned_vmfb_in_one_command_and_in_iree_flows(tmp_path, target, x
     model = mlp_onnx()
     path, out, log = tmp_path / "mlp.onnx", tmp_path / "mlp.vmfb", tmp_path / "mlp.jsonl"
     onnx.save(model, path)
-    assert compile_main([str(path), "-o", str(out), "--trials", "2"]) == 0
+    assert compile_main([str(path), "-o", str(out), "--trials-per-task", "2"]) == 0
     assert re.search(rf"ansor-compile: wrote {re.escape(str(out))}: function mlp, configurations from .*mlp\.jsonl",
                      capsys.readouterr().err)
     (expected,) = onnxruntime_outputs(model, x)
