@@ -155,8 +155,8 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     try:
-        result = api.tune(workload.mlir, settings.target, trials=settings.trials, log=log, seed=settings.seed,
-                          progress=False, name=workload.label)
+        result = api.tune(workload.mlir, settings.target, trials_per_task=settings.trials, log=log,
+                          seed=settings.seed, progress=False, name=workload.label)
     except AnsorError as exc:
         status = "not tunable yet" if "nothing to tune" in str(exc) else "failed"
         raise Unavailable(status, str(exc)) from None

@@ -195,7 +195,7 @@ def run_case(case, target, trials: int, work: Path, seed: int = 0, tune: bool = 
             warnings.simplefilter("ignore")
             tasks = tunable_task_count(source, target)
             if tasks:
-                api.tune(source, target, trials=trials, log=log, seed=seed, progress=False)
+                api.tune(source, target, trials_per_task=trials, log=log, seed=seed, progress=False)
         build_and_check(source, target, log if log.exists() else None, runtime_inputs, expected, case.rtol,
                         case.atol)
     except StageError as exc:

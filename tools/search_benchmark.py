@@ -71,7 +71,7 @@ def tune_policy(run: WorkloadRun, policy: str, trials: int, seed: int, out: Path
     log = out / "logs" / f"{run.workload.label}_{policy}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
-    options = TuneOptions(trials=trials, log=log, seed=seed, policy=policy, pretrained=False)
+    options = TuneOptions(trials_per_task=trials, log=log, seed=seed, policy=policy, pretrained=False)
     tuner = Tuner(target, options, callbacks=[ConsoleProgress()])
     start = time.perf_counter()
     tuner.tune_tasks(run.tasks)
