@@ -96,9 +96,10 @@ def task_state(best_history: Sequence[float], batch: int) -> TaskState:
     search = len(best_history) - 1
     rounds = -(-search // batch)
     history = tuple(best_history[min(k * batch, search)] for k in range(rounds + 1))
-    best = best_history[-1]
-    first_best = next(i for i, value in enumerate(best_history) if value == best)
-    return TaskState(rounds, history, len(best_history) - 1 - first_best)
+    best, since = best_history[-1], 0
+    while since < search and best_history[-2 - since] == best:  # from the end: a long history costs nothing
+        since += 1
+    return TaskState(rounds, history, since)
 
 
 def similarity_tag(task: Task) -> tuple:
