@@ -41,6 +41,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import transform
 from iree.compiler.dialects.transform import loop, structured, vector
 
+from ansor_mlir.codegen.gpu_transform_strategy import emit_gpu_strategy
 from ansor_mlir.codegen.iree_config import no_pipeline_translation_info
 from ansor_mlir.core.schedule import LEVEL_KIND, REDUCTION, SPATIAL, Candidate, Decompose, Pack, Pad, Rfactor, Sketch
 from ansor_mlir.core.task import LinalgOpInfo, Task
@@ -48,6 +49,7 @@ from ansor_mlir.mlir import generic_op
 from ansor_mlir.mlir.context import print_op, shared_context, verify
 from ansor_mlir.space.dag import Dag, dim_map, operands_along, output_dims, vector_loop
 from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING
+from ansor_mlir.space.gpu_mapping import is_gpu_sketch
 from ansor_mlir.space.micro_kernel import peeled_rows
 from ansor_mlir.space.resolve import Resolved, resolve
 
@@ -153,6 +155,9 @@ def build_strategy(sketch: Sketch, candidate: Candidate, task: Task, name: str) 
 
 def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.Value) -> None:
     """The strategy's ops on the payload `module`, at the current insertion point."""
+    if is_gpu_sketch(sketch):
+        emit_gpu_strategy(sketch, candidate, task, module)
+        return
     tiles = resolve(sketch, candidate, task)
     dag = tiles.dag
     assert dag is not None

@@ -8,7 +8,7 @@ Python values, nowhere else:
 
 - ops with no Python class (IREE's `transform.iree.*`): created generically
   from name, operands, result types and attributes (`op`);
-- attributes of dialects with no Python class (`#iree_cpu.*`, `#gpu.block`):
+- attributes of dialects with no Python class (`#iree_cpu.*`, `#gpu.block`, `#gpu.thread`):
   assembled from typed pieces and parsed;
 - transform sequences printed earlier (strategies travel between processes
   as text): a bare `transform.named_sequence` only parses inside a module
@@ -44,6 +44,14 @@ def gpu_block_mapping(dims: Sequence[str]) -> ir.ArrayAttr:
         if dim not in GPU_BLOCK_DIMS:
             raise ValueError(f"gpu block dimension {dim!r} is not one of {GPU_BLOCK_DIMS}")
     return ir.ArrayAttr.get([_parse_attribute("#gpu.block<" + dim + ">") for dim in dims])
+
+
+def gpu_thread_mapping(dims: Sequence[str]) -> ir.ArrayAttr:
+    """`[#gpu.thread<y>, #gpu.thread<x>]`: the mapping of a thread-level `scf.forall` inside a workgroup."""
+    for dim in dims:
+        if dim not in GPU_BLOCK_DIMS:
+            raise ValueError(f"gpu thread dimension {dim!r} is not one of {GPU_BLOCK_DIMS}")
+    return ir.ArrayAttr.get([_parse_attribute("#gpu.thread<" + dim + ">") for dim in dims])
 
 
 def iree_cpu_pipeline(name: str) -> ir.Attribute:

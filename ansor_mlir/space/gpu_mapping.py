@@ -18,6 +18,7 @@ from ansor_mlir.core.schedule import (
     Candidate,
     ChoiceKnob,
     CrossThreadReduction,
+    Family,
     MapToGpu,
     PromoteOperands,
     Sketch,
@@ -163,6 +164,11 @@ def is_valid_gpu(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task,
     if any(t and e % t for t, e in zip(tiles, (*extents, *extents), strict=True)):
         return False
     if any(t and b and b % t for t, b in zip(mapping.thread_tile, mapping.block_tile, strict=True)):
+        return False
+    # Loops mapped to thread dimensions x, y, z (innermost first) stay within each dimension's limit.
+    per_dim = [b // t for b, t in zip(mapping.block_tile, mapping.thread_tile, strict=True) if b and t and b > t]
+    if sketch.family is Family.TRANSFORM and any(
+            n > cap for n, cap in zip(reversed(per_dim), limit.max_block_dims, strict=False)):
         return False
     return (limit.warp_size <= mapping.threads <= limit.max_threads and mapping.threads % limit.warp_size == 0
             and mapping.shared_bytes <= limit.shared_memory_bytes

@@ -22,6 +22,7 @@ from iree.compiler import ir
 
 from ansor_mlir.core.gpu_target import GpuSpec, MmaShape
 from ansor_mlir.core.schedule import (
+    PIPELINE,
     CacheWrite,
     ChoiceKnob,
     CrossThreadReduction,
@@ -35,6 +36,7 @@ from ansor_mlir.core.schedule import (
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.mlir.context import new_context
+from ansor_mlir.space import dag as dags
 from ansor_mlir.space.gpu_mapping import (
     K_TILES,
     PREFETCH,
@@ -49,6 +51,8 @@ from ansor_mlir.space.gpu_mapping import (
 
 TILE_AND_FUSE = "TileAndFuse"
 VECTOR_DISTRIBUTE = "VectorDistribute"
+# Block and thread dimensions a strategy maps parallel loops to, outermost first.
+DIMS = ("z", "y", "x")
 # Tensor-core instructions IREE 3.13's `TileAndFuse` lowers on CUDA (its WMMA ones fail to expand shapes there).
 TILE_AND_FUSE_MMA_PREFIXES = ("NV_MMA_SYNC_",)
 
@@ -179,6 +183,35 @@ class CrossThreadReductionRule:
                        ("workgroup", "partial_reduction", "thread"), (step,), (self.name,))]
 
 
+@dataclass(frozen=True)
+class GpuTransformTilingRule:
+    """The transform family on a GPU: the same block / thread / reduction-step tiles as a transform-dialect
+    strategy (`codegen.gpu_transform_strategy`) instead of IREE's pipeline.
+
+    Applies where the root is the dispatch's last op (only fills beside it,
+    fused into its tiles), walks the loops of the task's root, and has one to
+    three parallel loops to map to block and thread dimensions x, y, z.
+    """
+
+    name: str = "gpu-td-multi-level-tiling"
+
+    def applies(self, task: Task, target: Target) -> bool:
+        dag = dags.task_dag(task)
+        if dag is None or dag.root != dag.last or any(not op.is_fill for op in dag.ops[: dag.root]):
+            return False
+        root = dag.ops[dag.root]
+        parallel = [e for e, it in zip(root.extents, root.iterator_types, strict=True) if it == "parallel" and e > 1]
+        return root.extents == task.root.loop_extents and 1 <= len(parallel) <= len(DIMS)
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        (sketch,) = GpuMultiLevelTilingRule().apply(task, target, index)
+        (tiling, *_) = sketch.steps
+        steps: list = [MapToGpu(tiling.knobs, PIPELINE, _gpu(target).warp_size)]
+        if task.root.reduction_dims:
+            steps.append(CacheWrite())
+        return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, sketch.levels, tuple(steps), (self.name,))]
+
+
 def gpu_rules() -> list:
     """The GPU rules after sketch zero, in sketch order."""
-    return [GpuMultiLevelTilingRule(), TensorCoreRule(), CrossThreadReductionRule()]
+    return [GpuMultiLevelTilingRule(), TensorCoreRule(), CrossThreadReductionRule(), GpuTransformTilingRule()]

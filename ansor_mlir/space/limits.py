@@ -50,6 +50,8 @@ class GpuLimits:
     warp_size: int
     max_threads: int
     shared_memory_bytes: int
+    # Threads along a block's x, y, z.
+    max_block_dims: tuple[int, ...]
     # 32-bit accumulators one thread may hold: half its registers, the rest for operands and addresses.
     accumulator_registers: int
 
@@ -59,4 +61,5 @@ def gpu_limits(target: Target) -> GpuLimits:
     gpu = target.gpu
     if gpu is None:
         raise ValueError(f"target {target.key} has no GPU")
-    return GpuLimits(gpu.warp_size, gpu.max_threads, gpu.shared_memory_bytes, gpu.registers_per_thread // 2)
+    return GpuLimits(gpu.warp_size, gpu.max_threads, gpu.shared_memory_bytes, gpu.max_block_dims,
+                     gpu.registers_per_thread // 2)

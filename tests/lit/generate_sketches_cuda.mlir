@@ -1,7 +1,8 @@
 // GPU sketches for target=cuda:sm_80: sketch zero is IREE's own configuration (nothing attached); the others
 // say how they map the root to blocks, threads, shared memory and registers (ansor.gpu_mapping), and leave
 // IREE GPU pipeline configurations open: block/thread tiles (TileAndFuse), tensor-core instructions of the
-// target for f16 x f16 -> f32 (NV_MMA_SYNC), a cross-thread reduction for a row reduction (VectorDistribute).
+// target for f16 x f16 -> f32 (NV_MMA_SYNC), a cross-thread reduction for a row reduction (VectorDistribute);
+// and the same block/thread tiles as a transform-dialect strategy (the transform family).
 // RUN: ansor-opt %s --split-input-file --ansor-generate-sketches="target=cuda:sm_80" | FileCheck %s
 // RUN: ansor-opt %s --split-input-file --ansor-generate-sketches="target=cuda:sm_80" | iree-opt --split-input-file --irdl-file=%ansor_irdl > /dev/null
 
@@ -18,6 +19,9 @@
 // CHECK: "ansor.choice"() {name = "mma_kind", options = ["NV_MMA_SYNC_F32_16x8x16_F16"]}
 // CHECK: "ansor.compilation_info"({{.*}}) {levels = ["workgroup", "reduction", "subgroup"], pipeline = "TileAndFuse"}
 // CHECK: rules = ["gpu-multi-level-tiling", "tensor-core"]
+// CHECK: "ansor.gpu_mapping"() {blocks = "d0 by its workgroup tile, d1 by its workgroup tile"
+// CHECK: "ansor.strategy"({{.*}}) {levels = ["workgroup", "reduction", "thread"], root = "linalg.generic"
+// CHECK: family = "transform", index = {{[0-9]+}} : i64, pipeline = "TransformDialectCodegen", rules = ["gpu-td-multi-level-tiling"]
 func.func @matmul_f16(%a: tensor<256x128xf16>, %b: tensor<128x256xf16>) -> tensor<256x256xf32> {
   %cst = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<256x256xf32>

@@ -63,15 +63,19 @@ def test_rules_follow_loop_structure_and_element_types(gpu_tasks, sm80):
     def rules(op: str, index: int = 0) -> list[tuple[str, ...]]:
         return [s.rules for s in generate_sketches(gpu_tasks[op][index], sm80)]
 
-    assert rules("matmul") == [("iree-default",), ("gpu-multi-level-tiling",)]
+    assert rules("matmul") == [("iree-default",), ("gpu-multi-level-tiling",), ("gpu-td-multi-level-tiling",)]
     assert ("gpu-multi-level-tiling", "tensor-core") in rules("matmul_f16")
     assert ("cross-thread-reduction",) in rules("row_reduction")
     assert ("cross-thread-reduction",) not in rules("conv3x3")  # three reductions, many outputs
     assert all(("cross-thread-reduction",) in rules("softmax", i) for i in range(len(gpu_tasks["softmax"])))
+    # A transform strategy tiles a root that is its dispatch's last op: not softmax's sum before its division.
+    assert ("gpu-td-multi-level-tiling",) not in rules("softmax", 1)
+    assert ("gpu-td-multi-level-tiling",) in rules("conv3x3")
 
 
 def test_candidates_compile_for_sm80(gpu_tasks, sm80):
-    """One random candidate of every GPU sketch of every op builds (PTX embedded, nothing run)."""
+    """One random candidate of every GPU sketch of every op builds (PTX embedded, nothing run): IREE's GPU
+    pipelines configured, and transform-dialect strategies."""
     rng = random.Random(0)
     built = []
     with LocalBuilder(sm80, workers=2) as builder:
