@@ -1,0 +1,135 @@
+"""Whole networks end to end: tuned by ansor-mlir against IREE's default, onnxruntime and PyTorch eager.
+
+One `NetworkRun` is a model at a thread count: the model is exported to ONNX
+once (onnxruntime runs that file, ansor-mlir imports it), tuned with a total
+budget shared out by the task scheduler, built with the log and without it,
+and the four contenders are timed alternately in one process on the same
+input, each output checked against PyTorch's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ansor_bench.timing import mismatch, time_alternately
+
+CONTENDERS = ("tuned", "iree_default", "onnxruntime", "pytorch")
+
+
+@dataclass(frozen=True)
+class NetworkResult:
+    """Medians (ms) per contender, what was tuned, and any output mismatch against PyTorch."""
+
+    model: str
+    threads: int
+    tasks: int
+    trials: int
+    tune_s: float
+    median_ms: dict[str, float]
+    mismatches: dict[str, str]
+
+    def speedup(self, over: str) -> float:
+        return self.median_ms[over] / self.median_ms["tuned"]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def export(reference: str, out: Path) -> Path:
+    """The ONNX file of `file.py:factory` (exported once, reused by later runs)."""
+    from export_onnx import export_onnx
+
+    if not out.exists():
+        export_onnx(reference, out)
+    return out
+
+
+def pytorch_reference(reference: str):
+    """The module and its example inputs, seeded as the factory seeds them."""
+    from ansor_mlir.frontend.torch_import import load_factory
+
+    return load_factory(reference)
+
+
+def tune_network(onnx_path: Path, threads: int, trials: int, log: Path, seed: int = 0) -> float:
+    """Tune the model with `trials` in all (resumes from `log`); returns the seconds it took."""
+    from ansor_mlir import api
+    from ansor_mlir.core.target import parse_target
+
+    target = api.resolve_target(parse_target("llvm-cpu", threads=threads))
+    start = time.perf_counter()
+    api.tune(api.load_model(onnx_path), target, trials=trials, log=log, seed=seed, progress=False)
+    return time.perf_counter() - start
+
+
+def measure_network(name: str, reference: str, onnx_path: Path, threads: int, log: Path, tasks: int, trials: int,
+                    tune_s: float, rounds: int = 10) -> NetworkResult:
+    """Time the four contenders alternately at `threads`; outputs checked against PyTorch eager."""
+    import onnxruntime as ort
+    import torch
+
+    import ansor_mlir
+    from ansor_mlir.core.target import parse_target
+
+    target = ansor_mlir.api.resolve_target(parse_target("llvm-cpu", threads=threads))
+    module, inputs = pytorch_reference(reference)
+    arrays = [x.numpy() for x in inputs]
+    tuned = ansor_mlir.compile(onnx_path, target, log)
+    default = ansor_mlir.compile(onnx_path, target, None)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a for i, a in zip(session.get_inputs(), arrays, strict=True)}
+    torch.set_num_threads(threads)
+
+    def eager():
+        with torch.inference_mode():
+            return module(*inputs)
+
+    calls = {
+        "tuned": lambda: tuned(*arrays),
+        "iree_default": lambda: default(*arrays),
+        "onnxruntime": lambda: session.run(None, feeds),
+        "pytorch": eager,
+    }
+    expected = [np.asarray(o) for o in _as_list(eager())]
+    mismatches = {}
+    for contender in ("tuned", "iree_default", "onnxruntime"):
+        why = mismatch([np.asarray(o) for o in _as_list(calls[contender]())], expected)
+        if why:
+            mismatches[contender] = why
+    timings = time_alternately(calls, rounds=rounds, min_round_s=0.2)
+    return NetworkResult(name, threads, tasks, trials, tune_s, {k: t.median_s * 1e3 for k, t in timings.items()},
+                         mismatches)
+
+
+def _as_list(outputs) -> list:
+    import torch
+
+    if isinstance(outputs, (tuple, list)):
+        return [o.detach().numpy() if isinstance(o, torch.Tensor) else o for o in outputs]
+    return [outputs.detach().numpy() if isinstance(outputs, torch.Tensor) else outputs]
+
+
+def markdown(results: list[NetworkResult]) -> str:
+    """The table: medians, and the tuned program's speedup over each contender."""
+    lines = [
+        "| model | threads | tasks | trials | tuning (min) | tuned (ms) | IREE default (ms) | onnxruntime (ms) "
+        "| PyTorch (ms) | vs IREE default | vs onnxruntime | vs PyTorch | outputs |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        ms = r.median_ms
+        checked = "; ".join(f"{k}: {v}" for k, v in r.mismatches.items()) or "all equal to PyTorch's"
+        lines.append(
+            f"| {r.model} | {r.threads} | {r.tasks} | {r.trials} | {r.tune_s / 60:.1f} | {ms['tuned']:.2f} "
+            f"| {ms['iree_default']:.2f} | {ms['onnxruntime']:.2f} | {ms['pytorch']:.2f} "
+            f"| {r.speedup('iree_default'):.2f}x | {r.speedup('onnxruntime'):.2f}x | {r.speedup('pytorch'):.2f}x "
+            f"| {checked} |"
+        )
+    return "\n".join(lines) + "\n"
