@@ -474,6 +474,8 @@ def default_configuration(func_text: str, target: Target) -> tuple[IreeConfig | 
             read = cpu_lowering_levels(op.attributes["lowering_config"])
             if read is not None and "distribution" in dict(read):
                 levels = read
+    if target.gpu is not None:  # sketch zero attaches nothing: IREE configures its GPU pipelines itself
+        return None, (), configured
     if pipeline is None or levels is None:
         return None, ("IREE gives it no tileable CPU configuration",), configured
     return IreeConfig(pipeline=pipeline, levels=levels), (), configured
