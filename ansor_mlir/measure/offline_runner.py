@@ -20,7 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ansor_mlir.core.target import Target
+from ansor_mlir.core.gpu_target import BACKEND as CUDA_BACKEND
+from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.measure.batch_bundle import Batch, read_batch
 from ansor_mlir.measure.local_runner import LocalRunner
@@ -51,6 +52,14 @@ def measure_batch(batch: Batch, results: Path, runner: LocalRunner) -> int:
     return len(todo)
 
 
+def batch_target(key: str, threads: int) -> Target:
+    """The target whose runtime device times a batch: a CUDA batch's (`cuda:sm_80`) is the GPU's (`cuda`);
+    any CPU batch runs on this CPU with the batch's threads."""
+    if key.partition(":")[0] == CUDA_BACKEND:
+        return parse_target(key)
+    return Target(threads=threads)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ansor_mlir.measure.offline_runner",
                                      description="Check and time an exported batch on this machine.")
@@ -61,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         batch = read_batch(args.batch)
-        runner = LocalRunner(Target(threads=batch.threads), timeout_s=args.timeout_s, min_time_s=args.min_time_s)
+        runner = LocalRunner(batch_target(batch.target, batch.threads), timeout_s=args.timeout_s,
+                             min_time_s=args.min_time_s)
         with runner:
             count = measure_batch(batch, args.results, runner)
     except AnsorError as exc:

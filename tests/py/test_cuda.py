@@ -19,8 +19,10 @@ from ansor_mlir.core.task import IreeConfig
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
+from ansor_mlir.measure.batch_bundle import read_batch
 from ansor_mlir.measure.gpu_device import no_device_message
 from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.measure.offline_runner import batch_target
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
 from ansor_mlir.model.features import FEATURE_NAMES, featurize
 from ansor_mlir.space.annotation import is_valid, sample_candidate
@@ -136,3 +138,12 @@ def test_timing_without_a_cuda_device_says_what_to_do(sm80, tmp_path):
         pytest.skip("this host has a CUDA device")
     with pytest.raises(AnsorError, match="no CUDA device on this host.*trials=0.*ansor-measure export"):
         api.tune(GPU_INPUTS / "row_reduction.mlir", target="cuda:sm_80", trials=2, log=tmp_path / "L.jsonl")
+
+
+def test_cuda_batch_exports_for_the_offline_runner(tmp_path):
+    """Built here with no GPU, a CUDA batch names its target; the offline runner times it on the `cuda` device."""
+    api.export_batch(GPU_INPUTS / "row_reduction.mlir", tmp_path / "b.zip", target="cuda:sm_80", candidates=2,
+                     log=tmp_path / "L.jsonl")
+    batch = read_batch(tmp_path / "b.zip")
+    assert batch.target == "cuda:sm_80" and len(batch.items) >= 2
+    assert batch_target(batch.target, batch.threads).runtime_device() == "cuda"
