@@ -24,11 +24,12 @@ class Budget:
 
     @staticmethod
     def for_run(tasks: int, trials: int, trials_per_task: int | None, verify: int) -> Budget:
-        """`trials` in all (or `trials_per_task` each), less `verify` per task when the budget leaves room."""
+        """`trials` in all (or `trials_per_task` each), less `verify` per task when what is left gives each task
+        more than IREE's default (otherwise there would be nothing to verify)."""
         if trials_per_task is not None:
-            verify = verify if trials_per_task > verify else 0
+            verify = verify if trials_per_task > verify + 1 else 0
             return Budget(trials_per_task - verify, tasks * (trials_per_task - verify), verify)
-        verify = verify if trials > tasks * verify else 0
+        verify = verify if trials > tasks * (verify + 1) else 0
         return Budget(trials - tasks * verify, trials - tasks * verify, verify)
 
     def left(self, used: Sequence[int]) -> list[int]:

@@ -151,8 +151,10 @@ def test_a_total_budget_is_shared_and_a_per_task_one_is_not():
     assert total.remaining([10, 1, 1]) == 2
     per_task = Budget.for_run(3, trials=20, trials_per_task=5, verify=2)
     assert per_task.left([5, 1, 3]) == [0, 2, 0] and per_task.remaining([3, 1, 1]) == 4
-    # Too small a budget to set verification aside: none is.
-    assert Budget.for_run(3, trials=6, trials_per_task=None, verify=2) == Budget(6, 6, 0)
+    # Too small a budget to set verification aside (each task would have only IREE's default): none is.
+    assert Budget.for_run(3, trials=9, trials_per_task=None, verify=2) == Budget(9, 9, 0)
+    assert Budget.for_run(3, trials=10, trials_per_task=None, verify=2) == Budget(4, 4, 2)
+    assert Budget.for_run(3, trials=0, trials_per_task=3, verify=2) == Budget(3, 9, 0)
     # One task: the total is the per-task budget, as before.
     assert Budget.for_run(1, trials=6, trials_per_task=None, verify=2) == Budget(4, 4, 2)
 
