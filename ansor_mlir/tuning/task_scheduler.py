@@ -6,11 +6,11 @@ best latency (`task_result.estimated_latency`). `GradientScheduler` gives
 the next round to the task whose next round is expected to lower it the
 most; `RoundRobin` gives every task a round in turn.
 
-The gradient scheduler keeps no state of its own beyond its random
-generator: everything it decides from is derived from each task's trials and
-best latencies (`TaskResult.best_history`), which a resumed run rebuilds from
-the log in the same order, so a resumed run decides as the interrupted one
-would have.
+The gradient scheduler keeps no state of its own: everything it decides
+from is derived from each task's trials and best latencies
+(`TaskResult.best_history`), which a resumed run rebuilds from the log in the
+same order, and its random draws are seeded by the seed and the trials so
+far, so a resumed run decides as the interrupted one would have.
 """
 
 from __future__ import annotations
@@ -175,13 +175,13 @@ class GradientScheduler:
     """Ansor's gradient scheduler: a warm-up round for every task, then steepest descent of the estimate.
 
     `batch` is the loop's batch size: one round of a task. With probability
-    `eps_greedy` a random task is picked instead, and when every gradient is
-    equal too; tasks that stopped improving for `early_stopping` trials stop.
+    `eps_greedy` a random task is picked instead, and among equal gradients at
+    random; tasks that stopped improving for `early_stopping` trials stop.
     """
 
     batch: int
     params: GradientParams = field(default_factory=GradientParams)
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    seed: int = 0
 
     def states(self, results: Sequence[TaskResult]) -> list[TaskState]:
         return [task_state(r.best_history, self.batch) for r in results]
@@ -194,18 +194,20 @@ class GradientScheduler:
         warm_up = [i for i in live if states[i].rounds == 0]
         if warm_up:
             return warm_up[0]
-        if self.rng.random() < self.params.eps_greedy:
-            return self.rng.choice(live)
+        # Drawn from the seed and the trials so far: the same state, the same draw, resumed or not.
+        rng = random.Random(f"{self.seed}:{sum(r.trials for r in results)}")
+        if rng.random() < self.params.eps_greedy:
+            return rng.choice(live)
         grads = gradients([r.task for r in results], states, self.params)
         steepest = min(grads[i] for i in live)
         ties = [i for i in live if grads[i] == steepest]
-        return ties[0] if len(ties) == 1 else self.rng.choice(ties)
+        return ties[0] if len(ties) == 1 else rng.choice(ties)
 
 
 def make_scheduler(name: str, batch: int, seed: int = 0, early_stopping: int = 0) -> TaskScheduler:
     """The scheduler named by the `task-scheduler` option."""
     if name == "gradient":
-        return GradientScheduler(batch, GradientParams(early_stopping=early_stopping), random.Random(seed))
+        return GradientScheduler(batch, GradientParams(early_stopping=early_stopping), seed)
     if name == "round-robin":
         return RoundRobin()
     raise AnsorError(f"unknown task scheduler '{name}': choose one of {', '.join(SCHEDULERS)}")

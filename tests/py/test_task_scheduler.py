@@ -5,7 +5,6 @@ and the budget that bounds them."""
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import replace
 
 from ansor_mlir import api
@@ -125,15 +124,16 @@ def test_a_task_that_stopped_improving_is_stopped_early():
         results, [8, 0]) == 0
 
 
-def test_eps_greedy_picks_are_random_but_seeded():
+def test_eps_greedy_picks_are_random_but_seeded_by_the_state():
     tasks = [make_task(f"t{i}", 10**i, kind=f"k{i}") for i in range(4)]
-    results = [result(t, [1.0 + i] * 9) for i, t in enumerate(tasks)]
 
     def run(seed: int) -> list[int]:
-        scheduler = GradientScheduler(BATCH, GradientParams(eps_greedy=0.5), random.Random(seed))
-        return [scheduler.next_task(results, [8] * 4) for _ in range(40)]
+        """A pick at each of 40 states that differ only in task 0's flat history (task 3 stays the steepest)."""
+        scheduler = GradientScheduler(BATCH, GradientParams(eps_greedy=0.5), seed)
+        return [scheduler.next_task([result(tasks[0], [1.0] * (9 + k)), *(result(t, [50.0 * i] * 9)
+                                     for i, t in enumerate(tasks[1:], start=1))], [8] * 4) for k in range(40)]
 
-    assert run(3) == run(3)
+    assert run(3) == run(3) != run(4)
     assert set(run(3)) == {0, 1, 2, 3}  # the steepest (task 3) mostly, others by chance
     assert run(3).count(3) > 20
 
@@ -197,12 +197,14 @@ def test_two_tasks_share_the_total_budget_and_a_resumed_run_has_the_same_state(t
     assert all(later <= earlier for (_, _, earlier), (_, _, later) in zip(rounds.seen, rounds.seen[1:], strict=False))
     # What the scheduler decides from, rebuilt from the log, is what the run had.
     records = read_records(log)
-    scheduler = GradientScheduler(2)
-    for live in results:
-        again = TaskResult(task=live.task)
-        for record in task_history(records, target.key, live.task.key, [], target.fingerprint):
+    rebuilt = [TaskResult(task=live.task) for live in results]
+    for again in rebuilt:
+        for record in task_history(records, target.key, again.task.key, [], target.fingerprint):
             again.account(record)
-        assert scheduler.states([again]) == scheduler.states([live])
+    scheduler = GradientScheduler(2, GradientParams(eps_greedy=0.5))
+    assert scheduler.states(rebuilt) == scheduler.states(results)
+    assert all(scheduler.next_task(rebuilt, left) == scheduler.next_task(results, left)
+               for left in ([4, 4], [4, 0], [0, 4]))
     # Resuming with the same budget measures nothing more; a per-task budget of 5 gives each task its share.
     assert sum(r.trials for r in api.tune(TWO_MATMULS, target, options=options).tasks) == 8
     per_task = api.tune(TWO_MATMULS, target, options=replace(options, trials_per_task=5,
