@@ -1,6 +1,6 @@
 """The main job on a bundled example: tune it, then time tuned vs IREE default (and numpy) alternately.
 
-    python tools/tune_example.py [--example matmul_bias_relu] [--trials 32]
+    python tools/tune_example.py [--example matmul_bias_relu] [--trials 32] [--cluster tcp://HOST:8786]
 
 One thread for every contender: IREE's local-sync device, and numpy's BLAS
 pinned before numpy starts its pool.
@@ -52,6 +52,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=32)
     parser.add_argument("--log", default="runs/example_tuning.jsonl")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cluster", help="build and measure on this Dask scheduler's workers (tcp://HOST:PORT)")
     args = parser.parse_args()
     console = Console(stderr=True)
     source = EXAMPLES / f"{args.example}.mlir"
@@ -60,7 +61,7 @@ def main() -> int:
     func = entry.name
     target = resolve_target(detect_host())
     try:
-        tuned = api.tune(source, target, trials=args.trials, log=args.log, seed=args.seed)
+        tuned = api.tune(source, target, trials=args.trials, log=args.log, seed=args.seed, cluster=args.cluster)
         with tempfile.TemporaryDirectory() as tmp:
             default_vmfb = build(text, target.compile_flags(), Path(tmp) / "default.vmfb")
             tuned_vmfb = build(tuned.module, [], Path(tmp) / "tuned.vmfb")
