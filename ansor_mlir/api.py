@@ -50,6 +50,7 @@ from ansor_mlir.tuning.cross_tuning import tune_by_model
 from ansor_mlir.tuning.progress import ConsoleProgress
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner
+from ansor_mlir.tuning.verification import UserProgram
 
 BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"
 # Suffixes that make a `str` a file name rather than MLIR text.
@@ -184,7 +185,13 @@ def _read_file(path: Path, name: str | None) -> tuple[str, str]:
 
 
 def read_source(source: str | Path | ModelSource | Any, name: str | None = None) -> tuple[str, str]:
-    """(text, name) of a module given as MLIR text (`str`), a file (`Path`, or a `str` naming one), or a model.
+    """(text, name) of a module given as MLIR text (`str`), a file (`Path`, or a `str` naming one), or a model."""
+    program = read_program(source, name)
+    return program.text, program.name
+
+
+def read_program(source: str | Path | ModelSource | Any, name: str | None = None) -> UserProgram:
+    """The program of a module given as MLIR text (`str`), a file (`Path`, or a `str` naming one), or a model.
 
     Models (a `.onnx` path, `file.py:factory`, an `onnx.ModelProto`, a
     `(torch.nn.Module, example_inputs)` pair, a `ModelSource`) are imported by
@@ -194,14 +201,14 @@ def read_source(source: str | Path | ModelSource | Any, name: str | None = None)
         raise _invalid("ansor_mlir", "name", name, "expected a str or None")
     source = as_source(source)
     if isinstance(source, Path) and not is_model_reference(str(source)):
-        return _read_file(source, name)
+        return UserProgram(*_read_file(source, name))
     if isinstance(source, str) and not is_model_reference(source):
-        return source, name or "<input>"
+        return UserProgram(source, name or "<input>")
     if source is None or isinstance(source, (bytes, int, float, bool, list, dict, set)):
         raise AnsorError(f"cannot read a module from a {type(source).__name__}: give MLIR text, a .mlir/.onnx "
                          "path, file.py:factory, an onnx.ModelProto or a torch.nn.Module with example inputs")
     model = load_model(source, name=name)
-    return model.text, model.name
+    return UserProgram(model.text, model.name, model.parameters, model.scope)
 
 
 def resolve_target(target: str | Target) -> Target:
@@ -279,7 +286,8 @@ def tune(
         opts = dataclasses.replace(opts, cluster=cluster)
     elif opts.cluster is not None:
         check_option("tune", "options.cluster", opts.cluster, option_name="cluster")
-    text, name = read_source(module, name)
+    program = read_program(module, name)
+    text, name = program.text, program.name
     tgt = resolve_target(target)
     no_device = no_device_message(tgt) if opts.trials > 0 else None
     if no_device is not None:
@@ -290,7 +298,7 @@ def tune(
     if opts.trials == 0 and opts.trials_per_task is None:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name), [], opts.log)
-    results = tuner.tune_module(text, name)
+    results = tuner.tune_module(text, name, program.parameters, program.parameter_scope)
     return TuneResult(apply_best(text, opts.log, tgt, name), results, opts.log)
 
 

@@ -255,12 +255,18 @@ def result_from_dict(data: object) -> MeasureResult:
                          worker=worker or "", device=device or "")
 
 
+def _is_zero(value: object) -> bool:
+    return _is_number(value) and value == 0
+
+
 def program_from_dict(data: object) -> ProgramCheck:
     if not isinstance(data, dict):
         raise SchemaError(f"'program' is {_shape(data)}, expected an object")
+    rounds = _field(data, "rounds", lambda v: _is_int(v) and v >= 0, "a count", "program.")
+    # A check that timed nothing (the program did not build or run: rounds 0) has no times, written as 0.
+    timed, untimed = (is_time, "a finite, positive number") if rounds else (_is_zero, "0 (nothing was timed)")
     for key in ("default_s", "tuned_s", "ratio_low", "ratio", "ratio_high"):
-        _field(data, key, is_time, "a finite, positive number", "program.")
-    _field(data, "rounds", lambda v: _is_int(v) and v >= 0, "a count", "program.")
+        _field(data, key, timed, untimed, "program.")
     _field(data, "accepted", lambda v: isinstance(v, bool), "true or false", "program.")
     _field(data, "reason", _is_str, "a string", "program.", required=False)
     return ProgramCheck.from_dict(data)

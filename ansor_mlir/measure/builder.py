@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.core.task import IreeConfig
@@ -34,10 +34,17 @@ class BuildInput:
 
 @dataclass(frozen=True)
 class BuiltProgram:
-    """A compiled VM module (`.vmfb` bytes) and the function to call in it."""
+    """A compiled VM module (`.vmfb` bytes) and the function to call in it.
+
+    A whole model keeps its weights out of the module: `parameters` is the
+    `.irpa` archive the runtime serves as `parameter_scope` (empty for a task,
+    whose constants are inline).
+    """
 
     vmfb: bytes
     function: str
+    parameters: bytes = field(default=b"", repr=False)
+    parameter_scope: str = "model"
 
 
 @dataclass(frozen=True)

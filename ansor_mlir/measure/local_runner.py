@@ -27,10 +27,13 @@ from pathlib import Path
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.target import Target
+from ansor_mlir.measure.builder import BuiltProgram
 from ansor_mlir.measure.runner import CompareInput, CompareResult, RunInput, Runner, RunResult
 
 # The worker records name for this host's runner (a cluster's runner names its Dask worker).
 LOCAL_WORKER = "local"
+# Where a whole program's weights wait for the worker (one archive per request, removed after it).
+WEIGHTS_FILE = "weights.irpa"
 
 
 @dataclass
@@ -90,12 +93,13 @@ class LocalRunner(Runner):
             "min_time_s": self.min_time_s,
             "min_repeats": self.min_repeats,
             "max_repeats": self.max_repeats,
+            **self._weights(scratch, item.program),
         }
         try:
             result = self._answer(request, self.limit_s(item))
             return replace(result, measured=replace(result.measured, worker=LOCAL_WORKER, device=self.device_name()))
         finally:
-            for path in [program, *scratch.glob("out*.npy")]:
+            for path in [program, scratch / WEIGHTS_FILE, *scratch.glob("out*.npy")]:
                 path.unlink(missing_ok=True)
 
     def compare_now(self, item: CompareInput) -> CompareResult:
@@ -113,6 +117,7 @@ class LocalRunner(Runner):
             "inputs": [self._array_file(data) for data in item.inputs],
             "rounds": item.rounds,
             "min_round_s": item.min_round_s,
+            **self._weights(scratch, item.programs[0]),
         }
         limit = item.timeout_s or max(self.timeout_s, 4.0 * item.rounds * item.min_round_s * len(paths))
         try:
@@ -121,7 +126,7 @@ class LocalRunner(Runner):
             self._stop_worker()
             return CompareResult(error=ErrorKind.RUNTIME_ERROR, message="the timing worker crashed")
         finally:
-            for path in paths:
+            for path in [*paths, scratch / WEIGHTS_FILE]:
                 path.unlink(missing_ok=True)
         if response is None:
             self._stop_worker()
@@ -129,6 +134,15 @@ class LocalRunner(Runner):
         if "error" in response:
             return CompareResult(error=ErrorKind.RUNTIME_ERROR, message=response["error"])
         return CompareResult(tuple(tuple(s) for s in response["samples"]), wrong=tuple(response["wrong"]))
+
+    @staticmethod
+    def _weights(scratch: Path, program: BuiltProgram) -> dict:
+        """The request's fields that hand the worker a program's weights (none for a task)."""
+        if not program.parameters:
+            return {}
+        path = scratch / WEIGHTS_FILE
+        path.write_bytes(program.parameters)
+        return {"parameters": str(path), "parameter_scope": program.parameter_scope}
 
     def _answer(self, request: dict, limit: float) -> RunResult:
         try:

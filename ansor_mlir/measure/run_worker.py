@@ -68,15 +68,26 @@ def compare(output: np.ndarray, reference: np.ndarray) -> tuple[bool, float]:
     return max_err <= tolerance(reference.dtype) * scale, max_err
 
 
+def load_function(config, vmfb_path: str, request: dict):
+    """The requested function of the module at `vmfb_path`, in a context that serves the request's weights."""
+    import iree.runtime as rt
+
+    ctx = rt.SystemContext(config=config)
+    if request.get("parameters"):
+        index = rt.ParameterIndex()
+        index.load(request["parameters"])
+        provider = index.create_provider(scope=request.get("parameter_scope", "model"))
+        ctx.add_vm_module(rt.create_io_parameters_module(ctx.instance, provider))
+    with open(vmfb_path, "rb") as f:
+        ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, f.read()))
+    return ctx.modules.module[request["function"]]
+
+
 def time_module(request: dict) -> dict:
     import iree.runtime as rt
 
     config = rt.Config(request["device"])
-    ctx = rt.SystemContext(config=config)
-    with open(request["vmfb"], "rb") as f:
-        module = rt.VmModule.copy_buffer(ctx.instance, f.read())
-    ctx.add_vm_module(module)
-    fn = ctx.modules.module[request["function"]]
+    fn = load_function(config, request["vmfb"], request)
     inputs = [np.load(path) for path in request["inputs"]]
     args = [rt.asdevicearray(config.device, x) for x in inputs]
     started = time.perf_counter()
@@ -129,10 +140,7 @@ def compare_modules(request: dict) -> dict:
     config = rt.Config(request["device"])
     loaded, outputs = [], []
     for path in request["compare"]:
-        ctx = rt.SystemContext(config=config)
-        with open(path, "rb") as f:
-            ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, f.read()))
-        fn = ctx.modules.module[request["function"]]
+        fn = load_function(config, path, request)
         result = fn(*[rt.asdevicearray(config.device, x) for x in inputs])
         results = result if isinstance(result, tuple) else (result,)
         outputs.append([np.asarray(o.to_host()) for o in results])

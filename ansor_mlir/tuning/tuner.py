@@ -54,7 +54,7 @@ from ansor_mlir.tuning.budget import Budget
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.task_scheduler import TaskScheduler, make_scheduler
-from ansor_mlir.tuning.verification import ProgramVerifier, summarize
+from ansor_mlir.tuning.verification import ProgramVerifier, UserProgram, summarize
 
 REFERENCE_TIMEOUT_S = 600.0
 
@@ -169,8 +169,11 @@ class Tuner:
         # Every record read from the log so far (this run's appends are not read back).
         self.seen: list[Record] = []
 
-    def tune_module(self, text: str, what: str) -> list[TaskResult]:
-        return self.tune_tasks(self.tunable_tasks(text, what), program=(text, what))
+    def tune_module(self, text: str, what: str, parameters: bytes = b"", parameter_scope: str = "model",
+                    ) -> list[TaskResult]:
+        """Tune every task of the program; a model's `parameters` (its weights) serve its whole-program checks."""
+        program = UserProgram(text, what, parameters, parameter_scope)
+        return self.tune_tasks(self.tunable_tasks(text, what), program=program)
 
     def tunable_tasks(self, text: str, what: str) -> list[Task]:
         tasks = extract_tasks(text, self.target, what)
@@ -219,8 +222,8 @@ class Tuner:
         result = MeasureResult(ErrorKind.NOT_MEASURED, message="no model pick compiled; IREE's default")
         return self._record(session, fallback, by_index[0], result)
 
-    def tune_tasks(self, tasks: list[Task], program: tuple[str, str] | None = None) -> list[TaskResult]:
-        """Search every task; with the user's `program` (text, name), then check the best candidates in it."""
+    def tune_tasks(self, tasks: list[Task], program: UserProgram | None = None) -> list[TaskResult]:
+        """Search every task; with the user's `program`, then check the best candidates in it."""
         budget = Budget.for_run(len(tasks), self.options.trials, self.options.trials_per_task,
                                 self.options.verify if program is not None else 0)
         for task in tasks:  # sized and typed before anything is measured
@@ -252,14 +255,14 @@ class Tuner:
             self.runner.close()
         return results
 
-    def _verify(self, program: tuple[str, str], results: list[TaskResult], count: int) -> None:
+    def _verify(self, program: UserProgram, results: list[TaskResult], count: int) -> None:
         """Whole-program verification of each task's best candidates; the verdicts go to the log."""
         for callback in self.callbacks:
             callback.on_note(f"checking up to {count} candidates per task in the whole program")
         verifier = ProgramVerifier(self.target, self.builder, self.runner, count, self.options.verify_rounds,
-                                   self.options.seed)
+                                   self.options.seed, program.parameters, program.parameter_scope)
         records = read_records(self.options.log)
-        checks = verifier.verify(*program, results, records)
+        checks = verifier.verify(program.text, program.name, results, records)
         self.log.append(checks)
         summarize(results, records + checks, self.target)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.core.schedule import Family
@@ -74,6 +74,16 @@ def to_verify(records: list[Record], result: TaskResult, target: Target, count: 
     return [r for r in picks if r.candidate.identity not in checked]
 
 
+@dataclass(frozen=True)
+class UserProgram:
+    """The program the user tunes: its text and, for a model, the weights its text names (an `.irpa`)."""
+
+    text: str
+    name: str
+    parameters: bytes = field(default=b"", repr=False)
+    parameter_scope: str = "model"
+
+
 @dataclass
 class ProgramVerifier:
     """Builds the user's program with each candidate and times it against IREE's default build."""
@@ -84,6 +94,12 @@ class ProgramVerifier:
     count: int = 2
     rounds: int = 15
     seed: int = 0
+    # The weights a model's programs read at run time (`UserProgram.parameters`).
+    parameters: bytes = field(default=b"", repr=False)
+    parameter_scope: str = "model"
+
+    def with_weights(self, program: BuiltProgram) -> BuiltProgram:
+        return replace(program, parameters=self.parameters, parameter_scope=self.parameter_scope)
 
     def verify(self, text: str, what: str, results: list[TaskResult], records: list[Record]) -> list[Record]:
         """Check each task's best candidates in the whole program; returns the verification records."""
@@ -96,6 +112,7 @@ class ProgramVerifier:
         (default,) = self.builder.build([BuildInput("", flow, 0, None, function=entry.name)])
         if not default.ok or default.program is None:
             return []
+        default = replace(default, program=self.with_weights(default.program))
         # One timed run of the default program sizes the comparison: rounds and the time limit.
         run = self.runner.submit(RunInput(default.program, inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
         program_s = run.measured.median_s if run.measured.ok else None
@@ -112,7 +129,8 @@ class ProgramVerifier:
     ) -> list[Record]:
         task = result.task
         builds = self.builder.build([_build_input(task, r, flow, function) for r in candidates])
-        built = [(r, b.program) for r, b in zip(candidates, builds, strict=True) if b.ok and b.program]
+        built = [(r, self.with_weights(b.program)) for r, b in zip(candidates, builds, strict=True)
+                 if b.ok and b.program]
         checks = [replace(r, program=ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False,
                                                   f"the program did not build: {b.message}"), timestamp=now())
                   for r, b in zip(candidates, builds, strict=True) if not (b.ok and b.program)]

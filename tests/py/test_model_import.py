@@ -236,3 +236,17 @@ def test_a_scalar_input_stays_a_scalar(target):
     model = single_node_onnx("Mul", {"x": [4], "s": []}, [4])
     x, s = np.arange(4, dtype=np.float32), np.array(2.5, dtype=np.float32)
     np.testing.assert_allclose(ansor_mlir.compile(model, target)(x, s), x * s)
+
+
+def test_whole_program_checks_of_a_model_run_with_its_weights(tmp_path, target):
+    """A model's weights live outside its text: the whole-program check must hand them to the runtime, or
+    every candidate is rejected unseen and the tuned model is IREE's default."""
+    from ansor_mlir.database.records import read_records
+
+    source = ansor_mlir.load_model(mlp_onnx(features=256, hidden=256))
+    assert source.parameters
+    log = tmp_path / "mlp.jsonl"
+    api.tune(source, target, trials_per_task=6, log=log, progress=False)
+    checks = [r.program for r in read_records(log) if r.program is not None]
+    assert checks, "no candidate was checked in the whole program"
+    assert all(c.rounds > 0 and c.default_s > 0 for c in checks), [c.reason for c in checks]

@@ -37,6 +37,27 @@ def test_round_trip_and_best_per_target(tmp_path):
     assert best_records(records, "cpuC") == {}
 
 
+def test_a_whole_program_check_that_timed_nothing_reads_back(tmp_path):
+    """A check whose program did not build or run has no times (written as 0): it is a verdict, not corruption;
+    a timed check with a zero time still is."""
+    import dataclasses
+    import json
+
+    from ansor_mlir.database.records import ProgramCheck
+
+    failed = dataclasses.replace(record("cpuA", 1.0), program=ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, "no"))
+    log = tmp_path / "log.jsonl"
+    append_records(log, [failed])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_records(log) == [failed]
+    line = json.loads(log.read_text())
+    line["program"]["rounds"] = 5
+    log.write_text(json.dumps(line) + "\n")
+    with pytest.warns(UserWarning, match="default_s"):
+        assert read_records(log) == []
+
+
 def test_corrupt_line_is_skipped_with_its_line_number(tmp_path):
     log = tmp_path / "log.jsonl"
     append_records(log, [record("cpuA", 2.0)])
