@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -197,8 +198,9 @@ def cpu_model() -> str:
 
 
 def report(runs: Sequence[Run], args: argparse.Namespace, command: str) -> str:
-    embedded = [r for r in runs if r.name == "embedded"]
-    base = sum(r.per_minute for r in embedded) / len(embedded) if embedded else 0.0
+    names = list(dict.fromkeys(r.name for r in runs))
+    rounds = [runs[i:i + len(names)] for i in range(0, len(runs), len(names))]
+    medians = {name: statistics.median(r.per_minute for r in runs if r.name == name) for name in names}
     lines = [
         "# Scale-out on Dask",
         "",
@@ -214,14 +216,20 @@ def report(runs: Sequence[Run], args: argparse.Namespace, command: str) -> str:
         "checks); *per minute*: records per minute of the whole `api.tune` call (task extraction, reference, "
         "search, verification).",
         "",
-        "| round | run | wall | records | per minute | vs embedded | measured twice | by worker | error |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| round | run | wall | records | lost | measured twice | per minute | vs embedded (same round) | "
+        "by worker | error |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
-    for i, run in enumerate(runs):
-        by = ", ".join(f"{w.removeprefix('tcp://')}: {n}" for w, n in sorted(run.workers.items()))
-        ratio = f"{run.per_minute / base:.2f}x" if base else "-"
-        lines.append(f"| {i // 3 + 1} | {run.name} | {run.wall_s:.0f} s | {len(run.records)} | "
-                     f"{run.per_minute:.1f} | {ratio} | {run.duplicates} | {by} | {run.error or '-'} |")
+    for number, group in enumerate(rounds, 1):
+        base = group[0]
+        for run in group:
+            by = ", ".join(f"{w.removeprefix('tcp://')}: {n}" for w, n in sorted(run.workers.items()))
+            lines.append(f"| {number} | {run.name} | {run.wall_s:.0f} s | {len(run.records)} | "
+                         f"{max(0, len(base.records) - len(run.records))} | {run.duplicates} | {run.per_minute:.1f} | "
+                         f"{run.per_minute / base.per_minute:.2f}x | {by} | {run.error or '-'} |")
+    lines += ["", "Median over the rounds, records per minute: " + ", ".join(
+        f"{name} {value:.1f} ({value / medians[names[0]]:.2f}x)" for name, value in medians.items()) + ". *Lost*: "
+        "records short of the embedded run's in the same round (same budget, same seed)."]
     lines += ["", "## The worker killed mid-run", ""]
     for run in (r for r in runs if r.killer):
         k = run.killer
@@ -249,8 +257,12 @@ def report(runs: Sequence[Run], args: argparse.Namespace, command: str) -> str:
         "",
         f"This host has {os.cpu_count()} cores, so the cluster cannot be faster: its two workers build and time "
         "on the same cores the embedded run uses (2 parallel builds, then one timing at a time), and two "
-        "timings at once share the memory system. The cluster's cost is Dask's per-task overhead and shipping "
-        "each program, its inputs and reference outputs as bytes to a worker process. On a real cluster, "
+        "timings at once share the memory system. The cluster's cost is Dask's per-task overhead, shipping "
+        "each program, its inputs and reference outputs as bytes to a worker process, four more Python "
+        "processes (two workers, their nannies) on two cores, and a LocalCluster's scheduler running inside "
+        "the tuning process, where its event loop competes with the search for the interpreter (a `dask "
+        "scheduler` of one's own runs apart). Wall times on a shared 2-core host are noisy: compare the "
+        "rounds. On a real cluster, "
         "measurements run one per device worker in parallel and builds on every idle worker, so throughput "
         "grows with the workers until the tuner's own search between batches dominates.",
         "",

@@ -232,7 +232,7 @@ class DaskCluster:
     def _settle(self, future: Any, convert: Callable[[Any], object], failed: Callable[[str], object]) -> None:
         with self._lock:
             pending = self._pending.pop(future.key, None)
-        if pending is None or pending.answer.done():
+        if pending is None:  # failed or cancelled already
             return
         distributed = _distributed()
         try:
@@ -294,13 +294,12 @@ class DaskCluster:
                     "with the same log to resume"))
 
     def _fail(self, pending: list[_Pending], error: AnsorError) -> None:
+        """Fail those of `pending` not settled meanwhile (whoever takes an item off `_pending` answers it)."""
         with self._lock:
-            for item in pending:
-                self._pending.pop(item.future.key, None)
-        for item in pending:
+            mine = [item for item in pending if self._pending.pop(item.future.key, None) is not None]
+        for item in mine:
             item.future.cancel()
-            if not item.answer.done():
-                item.answer.set_exception(error)
+            item.answer.set_exception(error)
 
     def cancel(self, device: bool) -> None:
         """Cancel the pending builds (or measurements) of this run."""

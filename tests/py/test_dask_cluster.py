@@ -23,7 +23,7 @@ pytest.importorskip("distributed")
 from ansor_mlir import api  # noqa: E402
 from ansor_mlir.database.records import read_records  # noqa: E402
 from ansor_mlir.errors import AnsorError  # noqa: E402
-from ansor_mlir.measure.builder import BuildInput  # noqa: E402
+from ansor_mlir.measure.builder import BuildInput, BuiltProgram  # noqa: E402
 from ansor_mlir.measure.dask_engine import DaskRunner, connect  # noqa: E402
 from ansor_mlir.measure.inputs import decode_array, encode_array, make_inputs  # noqa: E402
 from ansor_mlir.measure.local_runner import LocalRunner  # noqa: E402
@@ -150,7 +150,7 @@ def test_a_measurement_on_a_worker_that_dies_is_run_again_elsewhere(cluster, sma
     assert result.measured.worker != busy[0]  # measured (once) by the worker that survived
 
 
-def test_bad_cluster_addresses_are_one_line_errors(tmp_path, small_mm):
+def test_bad_clusters_are_one_line_errors(tmp_path, small_mm, target):
     started = time.monotonic()
     with pytest.raises(AnsorError, match=r"no Dask scheduler answered in 2 s .*dask scheduler") as info:
         connect("tcp://127.0.0.1:1", connect_timeout_s=2)
@@ -163,13 +163,31 @@ def test_bad_cluster_addresses_are_one_line_errors(tmp_path, small_mm):
         with pytest.raises(AnsorError, match=r"no worker declares a 'device' resource .*--resources device=1") as info:
             connect(lonely.address, register_wait_s=1)
         assert "\n" not in str(info.value)
+        # A cluster left without a device worker mid-run: what waits fails in one line, it does not hang.
+        device = lonely.worker("device=1")
+        session = connect(lonely.address, worker_wait_s=1)
+        try:
+            device.kill()
+            device.wait(timeout=10)
+            deadline = time.monotonic() + START_S
+            while len(lonely.workers()) > 1:
+                assert time.monotonic() < deadline, "the scheduler did not notice the worker's death"
+                time.sleep(0.2)
+            future = session.runner(target).submit(RunInput(BuiltProgram(b"", "task"), ()))
+            with pytest.raises(AnsorError, match=r"no worker with a 'device' resource for 1 s .*--resources device=1"):
+                future.result(timeout=30)
+        finally:
+            session.close()
     finally:
         lonely.close()
 
 
-def test_ansor_opt_names_the_cluster_option(tmp_path):
-    done = subprocess.run(["ansor-opt", "--list-passes"], capture_output=True, text=True, check=True)
-    assert "cluster=<tcp://HOST:PORT>" in done.stdout
+def test_ansor_opt_names_the_cluster_option(capsys):
+    from ansor_mlir import cli
+    from ansor_mlir.passes.pass_options import passes_help
+
+    assert "cluster=<tcp://HOST:PORT>" in passes_help()
     mlir = Path(api.__file__).parent / "examples" / "matmul_bias_relu.mlir"
-    bad = subprocess.run(["ansor-opt", str(mlir), "--ansor-tune=cluster=ftp://h:1"], capture_output=True, text=True)
-    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "unknown scheme 'ftp://'" in bad.stderr
+    assert cli.main([str(mlir), "--ansor-tune=cluster=ftp://h:1"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid cluster=ftp://h:1: unknown scheme 'ftp://'" in err
