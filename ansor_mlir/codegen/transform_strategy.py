@@ -19,6 +19,9 @@ op to the first, as Ansor does:
 - micro-kernels: a register row tile that does not divide the tile above
   (6x16 over 64 rows) has its last, partial row tile peeled
   (`transform.loop.peel`), so both loops have static tiles;
+- implicit GEMM: a convolution is first rewritten by IREE into im2col +
+  contraction (`iree-codegen-convolution-to-igemm`); the im2col is fused
+  into the workgroup and cache tiles and decomposed into row copies;
 - unit dimensions are folded so convolution windows vectorize as
   contractions, then everything is vectorized, accumulators hoisted out of
   the reduction loops (cache write), bufferized and the vectors lowered with
@@ -43,7 +46,18 @@ from iree.compiler.dialects.transform import loop, structured, vector
 
 from ansor_mlir.codegen.gpu_transform_strategy import emit_gpu_strategy
 from ansor_mlir.codegen.iree_config import no_pipeline_translation_info
-from ansor_mlir.core.schedule import LEVEL_KIND, REDUCTION, SPATIAL, Candidate, Decompose, Pack, Pad, Rfactor, Sketch
+from ansor_mlir.core.schedule import (
+    LEVEL_KIND,
+    REDUCTION,
+    SPATIAL,
+    Candidate,
+    Decompose,
+    ImplicitGemm,
+    Pack,
+    Pad,
+    Rfactor,
+    Sketch,
+)
 from ansor_mlir.core.task import LinalgOpInfo, Task
 from ansor_mlir.mlir import generic_op
 from ansor_mlir.mlir.context import print_op, shared_context, verify
@@ -54,6 +68,10 @@ from ansor_mlir.space.micro_kernel import peeled_rows
 from ansor_mlir.space.resolve import Resolved, resolve
 
 BLOCKS = ("z", "y", "x")
+# IREE's rewrite of a convolution into im2col + contraction, the im2col op, and its decomposition into copies.
+IGEMM_PASS = "iree-codegen-convolution-to-igemm"
+IM2COL = "iree_linalg_ext.im2col"
+DECOMPOSE_IM2COL_PASS = "iree-linalg-ext-decompose-im2col"
 # Knob options, as the transform dialect spells them, to the bindings' enums.
 CONTRACTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorContractLowering}
 REDUCTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorMultiReductionLowering}
@@ -167,6 +185,12 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     ops = dag.ops
     root = ops[dag.root]
     s = _Script()
+    implicit = sketch.has(ImplicitGemm)
+    if implicit:
+        # The convolution becomes im2col + contraction (the DAG `resolve` tiled: `space.implicit_gemm`).
+        with _named("cfunc"):
+            cfunc = structured.MatchOp.match_op_names(module, ["func.func"]).result
+        transform.ApplyRegisteredPassOp(_any(), cfunc, IGEMM_PASS)
     with _named("ops"):
         matched = structured.MatchOp(_any(), module, interface=structured.MatchInterfaceEnum.LinalgOp).result
     if len(ops) > 1:
@@ -187,6 +211,11 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     s.iree("transform.iree.populate_workgroup_count_region_using_num_threads_slice", forall)
     for i in range(dag.last - 1, -1, -1):
         handles[i], forall = s.fuse_into(handles[i], forall)
+    im2col = None
+    if implicit:
+        with _named("im2col"):
+            im2col = structured.MatchOp.match_op_names(module, [IM2COL]).result
+        im2col, forall = s.fuse_into(im2col, forall)
 
     # 2. Consumers fused into the root's register tiles, or tiled on their own.
     inner = dag.consumers and tiles.choice(FUSION) == "inner"
@@ -202,6 +231,8 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             handles[dag.last], loops = s.tile_for(handles[dag.last], sizes)
             for i in range(dag.last - 1, -1, -1):
                 handles[i], _ = s.fuse_into(handles[i], loops[-1])
+            if im2col is not None and not level.startswith("vector_"):
+                im2col, _ = s.fuse_into(im2col, loops[-1])
             if peel is not None and level == "vector_common_parallel":
                 # Fusion placed the ops in dispatch order (fills, root, the consumer chain; `peelable`).
                 rows = next(mine for mine, theirs in last_map.items() if theirs == peel)
@@ -230,6 +261,9 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, parallel_dims)
         if any(sizes):
             handles[dag.root], loops = s.tile_for(handles[dag.root], sizes)
+            if im2col is not None and not level.startswith("vector_"):
+                # The im2col panel is gathered per cache tile (a stack buffer), reused by its register tiles.
+                im2col, _ = s.fuse_into(im2col, loops[-1])
             if peel is not None and level == "vector_common_parallel":
                 parts = s.peel(loops[_loop_position(sizes, peel)])
                 handles[dag.root] = s.merge([s.ops_in(part, 1)[0] for part in parts])
@@ -294,6 +328,12 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     with _named("func"):
         func = structured.MatchOp.match_op_names(module, ["func.func"]).result
     s.patterns(func, tiling_cleanup)
+    if implicit:
+        # The fused im2col tiles become copies of input rows (contiguous along `K`'s channels).
+        with _named("func"):
+            func = transform.ApplyRegisteredPassOp(_any(), func, DECOMPOSE_IM2COL_PASS,
+                                                   options={"unroll": False}).result
+        s.patterns(func, tiling_cleanup)
     if not packed and not decomposed:
         # Unit window loops fold away so window tiles vectorize as contractions. A packed root has no
         # windows, and its output tile has an interior unit loop (`[1, 8, 1, 32]`), which the fold breaks;
@@ -320,7 +360,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     with _named("mfunc"):
         mfunc = structured.MatchOp.match_op_names(bfunc, ["func.func"]).result
     s.iree("transform.iree.forall_to_workgroup", mfunc)
-    if padded or packed:
+    if padded or packed or implicit:
         # Pads that stay materialised (a fused consumer's input tile) and packed panels inside cache loops
         # bufferize to stack buffers in the loop.
         s.iree("transform.iree.hoist_static_alloc", mfunc)

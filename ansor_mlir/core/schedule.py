@@ -2,7 +2,7 @@
 
 A `Sketch` is a typed trace in the sense of TVM's `State` or MetaSchedule's
 `Trace`: an ordered list of schedule primitives (`ConfigurePipeline`,
-`TileAndFuse`, `FuseConsumers`, `Pad`, `Pack`, `Decompose`, `Rfactor`,
+`ImplicitGemm`, `TileAndFuse`, `FuseConsumers`, `Pad`, `Pack`, `Decompose`, `Rfactor`,
 `MicroKernel`, `CacheWrite`, `LowerContraction`, ...), each carrying its decisions and their
 domains (`TileKnob`: a chain of tile sizes of one loop over the tiling levels;
 `ChoiceKnob`: a categorical choice); GPU traces use `MapToGpu`,
@@ -224,6 +224,15 @@ class Decompose(Step):
 
 
 @dataclass(frozen=True)
+class ImplicitGemm(Step):
+    """A convolution rewritten before tiling into an implicit GEMM: its window loops and input channels
+    collapse into one reduction loop `K` over an im2col tile of the input (IREE's `im2col` op, tiled with the
+    root and copied per tile), so strided, dilated and grouped windows become a plain contraction."""
+
+    kind: ClassVar[str] = "implicit-gemm"
+
+
+@dataclass(frozen=True)
 class MicroKernel(Step):
     """The root's register tile as an outer-product micro-kernel: `mr` rows of loop `rows` by `nr` columns
     of the vector loop `cols`, one of the knob's `MRxNR` options (shapes whose accumulators fill the vector
@@ -312,8 +321,8 @@ GPU_STEPS = (MapToGpu, CrossThreadReduction, TensorCore)
 
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls for cls in (UseIreeDefault, ConfigurePipeline, TileAndFuse, FuseConsumers, CacheWrite, Rfactor,
-                              Pad, Pack, Decompose, MicroKernel, LowerContraction, LowerReduction, MapToGpu,
-                              PromoteOperands, CrossThreadReduction, TensorCore)
+                              Pad, Pack, Decompose, ImplicitGemm, MicroKernel, LowerContraction, LowerReduction,
+                              MapToGpu, PromoteOperands, CrossThreadReduction, TensorCore)
 }
 
 

@@ -17,6 +17,7 @@ from ansor_mlir.core.schedule import (
     Candidate,
     ChoiceKnob,
     Family,
+    ImplicitGemm,
     Knob,
     MicroKernel,
     Pack,
@@ -31,6 +32,7 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.space import dag as dags
 from ansor_mlir.space.decisions import FUSION
 from ansor_mlir.space.gpu_mapping import is_gpu_sketch, is_valid_gpu
+from ansor_mlir.space.implicit_gemm import sketch_dag
 from ansor_mlir.space.limits import limits
 from ansor_mlir.space.micro_kernel import micro_kernel_fits
 from ansor_mlir.space.resolve import Resolved, has_interior_unit_dim, input_tiles, resolve
@@ -113,7 +115,7 @@ def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:
     if sketch.family is not Family.TRANSFORM:
         innermost = max((k for k in tiles if k.kind != REDUCTION), key=lambda k: k.dim, default=None)
         return {innermost.name: lanes} if innermost is not None else {}
-    dag = dags.task_dag(task)
+    dag = sketch_dag(sketch, task)
     assert dag is not None
     root = dag.ops[dag.root]
     outputs = dags.output_dims(root)
@@ -157,6 +159,8 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
     stack = wg_output * elem if (outer and resolved.dag.consumers) or whole else 0
     if packed:
         stack += resolved.packed_panel_bytes
+    if sketch.has(ImplicitGemm):
+        stack += resolved.im2col_panel_bytes
     if stack > limit.stack_bytes:
         return False
     # A packed strategy folds no unit dims, so interior unit tiles are fine there.

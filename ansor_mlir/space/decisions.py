@@ -98,12 +98,13 @@ def transform_steps(
 
 
 def micro_kernel_steps(
-    dag: Dag, levels: tuple[str, ...], rows: int, cols: int, shapes: tuple[str, ...]
+    dag: Dag, levels: tuple[str, ...], rows: int, cols: int, shapes: tuple[str, ...], packed: bool = False
 ) -> tuple[Step, ...]:
     """The trace of a micro-kernel sketch: workgroup and cache tiles of every loop (the cache blocking `mc`,
     `nc`, `kc`), the register tile one of `shapes` (`MRxNR` over loops `rows` and `cols`), the innermost
     reduction loop's register tile its unroll; accumulators always hoisted across the reduction loop and
-    contractions lowered to outer products (FMAs with a broadcast operand), so neither is a knob."""
+    contractions lowered to outer products (FMAs with a broadcast operand), so neither is a knob. With `packed`
+    the inputs read across `cols` are packed into `[k, nr]` panels above the register levels (`Pack`)."""
     cache = tuple(lv for lv in levels if not lv.startswith("vector_"))
     knobs = []
     for knob in tiling_knobs(dag, levels):
@@ -111,7 +112,7 @@ def micro_kernel_steps(
         kept = tuple(lv for lv in knob.levels if lv in cache or innermost_reduction)
         if kept:
             knobs.append(TileKnob(knob.name, knob.dim, knob.extent, kept))
-    steps: list[Step] = [TileAndFuse((*knobs, *consumer_knobs(dag))),
+    steps: list[Step] = [TileAndFuse((*knobs, *consumer_knobs(dag))), *([Pack()] if packed else []),
                          MicroKernel((ChoiceKnob("micro_kernel", shapes),), rows, cols)]
     if dag.consumers:
         steps.append(FuseConsumers((FUSION,)))

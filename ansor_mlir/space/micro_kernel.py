@@ -40,7 +40,7 @@ class MicroKernelLoops:
     k: int
 
 
-def micro_kernel_loops(dag: Dag) -> MicroKernelLoops | None:
+def micro_kernel_loops(dag: Dag, packed: bool = False) -> MicroKernelLoops | None:
     """The outer-product loops of a contraction root, None when it has none.
 
     `cols` is the output's vector loop, which every input it indexes must read
@@ -50,7 +50,9 @@ def micro_kernel_loops(dag: Dag) -> MicroKernelLoops | None:
     innermost reduction loop. None of them may be a loop the register tile
     keeps unit (`unit_register_dims`: strided or dilated windows), so a
     stride-1 convolution is an implicit GEMM (output pixels of a row x output
-    channels, over input channels; its window loops unit and folded).
+    channels, over input channels; its window loops unit and folded). With
+    `packed`, inputs read across `cols` are allowed: the sketch packs them into
+    `[k, nr]` panels first (`Pack`).
     """
     if not dag.is_contraction():
         return None
@@ -60,7 +62,8 @@ def micro_kernel_loops(dag: Dag) -> MicroKernelLoops | None:
         return None
     forced = unit_register_dims(root)
     cols, k = vector_loop(root), root.reduction_dims[-1]
-    if {cols, k} & forced or any(dims[-1] != [cols] for i, dims in operands_along(root, cols) if i < root.num_inputs):
+    across = any(dims[-1] != [cols] for i, dims in operands_along(root, cols) if i < root.num_inputs)
+    if {cols, k} & forced or (across and not packed):
         return None
     inputs = root.indexing_maps[: root.num_inputs]
     for d in reversed([d for d in outputs if d is not None and d != cols and d not in forced]):

@@ -37,6 +37,7 @@ from ansor_mlir.space.dag import (
     vector_loop,
 )
 from ansor_mlir.space.gpu_mapping import gpu_mapping, is_gpu_sketch
+from ansor_mlir.space.implicit_gemm import sketch_dag
 
 
 @dataclass(frozen=True)
@@ -143,10 +144,21 @@ class Resolved:
         return sum(prod(extents[d[0]] for d in dims) for dims in inputs) * self.task.root.element_bytes
 
 
+    @cached_property
+    def im2col_panel_bytes(self) -> int:
+        """Bytes of the im2col panel of an implicit-GEMM root (a stack buffer): its input that the output's
+        vector loop does not read (the im2col of the windowed input), over the tile above the register
+        levels, where the strategy gathers it."""
+        root, extents = self.root, self.above_register
+        vector = vector_loop(root)
+        panels = [amap for amap in root.indexing_maps[: root.num_inputs] if vector not in amap.dims()]
+        return sum(amap.footprint(extents) for amap in panels[:1]) * self.task.root.element_bytes
+
+
 def resolve(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:
     """The concrete loop structure a candidate of a sketch stands for."""
     if sketch.family is Family.TRANSFORM:
-        dag = task_dag(task)
+        dag = sketch_dag(sketch, task)
         if dag is None:
             raise ValueError(f"task {task.key} has no codegen structure for a transform strategy")
         return _resolve_strategy(sketch, candidate, task, dag)
@@ -267,7 +279,7 @@ def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfi
     loops = len(task.root.loop_extents)
     kernel = micro_kernel_tiles(sketch, candidate, task.root.loop_extents, task.root.iterator_types)
     if sketch.family is Family.TRANSFORM and task.codegen_ops:
-        dag = task_dag(task)
+        dag = sketch_dag(sketch, task)
         if dag is not None:
             root = dag.ops[dag.root]
             loops = len(root.extents)

@@ -21,6 +21,7 @@ from ansor_mlir.core.schedule import (
     ChoiceKnob,
     ConfigurePipeline,
     Family,
+    ImplicitGemm,
     MicroKernel,
     Sketch,
     TileKnob,
@@ -30,7 +31,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.space import dag as dags
-from ansor_mlir.space import decisions, gpu_sketch_rules, micro_kernel
+from ansor_mlir.space import decisions, gpu_sketch_rules, implicit_gemm, micro_kernel
 
 
 class SketchRule(Protocol):
@@ -330,6 +331,51 @@ class TransformMicroKernelRule:
                        ("td-multi-level-tiling-cached", self.name))]
 
 
+@dataclass(frozen=True)
+class TransformImplicitGemmRule:
+    """Implicit GEMM: a convolution that fits a GEMM's register tiles poorly, rewritten into im2col + contraction
+    before it is tiled (`ImplicitGemm`, `space.implicit_gemm`).
+
+    Applies to convolutions (read from loop structure) that no micro-kernel
+    tiles as they are: strided or dilated windows (no register tile of
+    several output pixels), grouped filters read across the output channels.
+    The rewritten root is a contraction over `K = kh * kw * c`: it gets the
+    micro-kernel sketch (`mr` output pixels x `nr` output channels), its filter
+    packed into `[K, nr]` panels per cache tile where it is read across the
+    output channels (a grouped filter `[g, f, kh, kw, c]`), else cached
+    multi-level tiling. The im2col panel is gathered per cache
+    tile and reused by its register tiles.
+    """
+
+    name: str = "implicit-gemm"
+
+    def applies(self, task: Task, target: Target) -> bool:
+        dag = dags.task_dag(task)
+        if dag is None or micro_kernel.micro_kernel_loops(dag) is not None:
+            return False
+        return implicit_gemm.implicit_gemm_dag(dag) is not None
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        dag = dags.task_dag(task)
+        assert dag is not None
+        gemm = implicit_gemm.implicit_gemm_dag(dag)
+        assert gemm is not None
+        levels = TransformTilingRule(with_cache=True).levels()
+        packed = bool(gemm.packed_operands())
+        loops = micro_kernel.micro_kernel_loops(gemm, packed=packed)
+        root = gemm.ops[gemm.root]
+        shapes = micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
+                                              task.root.element_bytes) if loops else ()
+        packing = ("packing",) if packed else ()
+        if loops and shapes:
+            steps = decisions.micro_kernel_steps(gemm, levels, loops.rows, loops.cols, shapes, packed=packed)
+            rules: tuple[str, ...] = ("td-multi-level-tiling-cached", self.name, *packing, "micro-kernel")
+        else:
+            steps = decisions.transform_steps(gemm, levels, packed=packed)
+            rules = ("td-multi-level-tiling-cached", self.name, *packing)
+        return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, (ImplicitGemm(), *steps), rules)]
+
+
 def cpu_rules() -> list[SketchRule]:
     """The default rule list for `llvm-cpu` targets: both families."""
     return [
@@ -344,6 +390,7 @@ def cpu_rules() -> list[SketchRule]:
         TransformDecomposeRule(),
         TransformMicroKernelRule(),
         MicroKernelPipelineRule(),
+        TransformImplicitGemmRule(),
     ]
 
 

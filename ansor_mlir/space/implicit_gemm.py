@@ -1,0 +1,122 @@
+"""Implicit GEMM: a convolution's loops as the contraction IREE's `convolution-to-igemm` rewrite makes of it.
+
+A convolution whose windows are strided, dilated or grouped fits the
+register tiles of a GEMM poorly: a strided window (`2 * ow + kw`) is no
+projected permutation, so the other sketches keep its loops unit, and a
+grouped filter (`[g, f, kh, kw, c]`) is read across the vector loop. The
+im2col view fixes both: the window loops and the input channels collapse
+into one reduction loop `K` (`kh * kw * c`, in the filter's order), the input
+becomes an `[..., pixels, K]` panel gathered per tile (IREE's
+`iree_linalg_ext.im2col`, tiled with the root), and the root becomes a plain
+contraction that the micro-kernel and packing sketches tile like a GEMM.
+
+This module derives that contraction from loop structure alone (indexing
+maps and iterator types), the way IREE 3.13's rewrite lays it out: the
+root's parallel loops in their order, then `K`; the input reads the parallel
+loops its windows and plain dims use, then `K`; the filter keeps its dims with
+its run of reduction dims collapsed into `K`. A test checks the derivation
+against IREE's rewrite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from math import prod
+
+from ansor_mlir.core.affine import AffineMap
+from ansor_mlir.core.schedule import ImplicitGemm, Sketch
+from ansor_mlir.core.task import LinalgOpInfo, Task
+from ansor_mlir.space.dag import Dag, task_dag
+
+
+def window_input(op: LinalgOpInfo) -> int | None:
+    """The input read through windows (some result mixes a parallel and a reduction loop, `2 * oh + kh`) when
+    the op is a convolution an im2col turns into a contraction, else None.
+
+    Such an op multiplies two inputs and accumulates (`mulf` + `addf`), its
+    output and other input read plain loops only, the other input (the
+    filter) reads every reduction loop as one contiguous run of its dims and a
+    parallel loop the windowed input does not (output channels: a depthwise
+    convolution has none and is no GEMM), and every window of the windowed
+    input is linear in one parallel and one reduction loop.
+    """
+    if op.num_inputs != 2 or len(op.indexing_maps) != 3 or not {"arith.mulf", "arith.addf"} <= set(op.body_ops):
+        return None
+    kinds = op.iterator_types
+    for windowed in (0, 1):
+        filt, out = op.indexing_maps[1 - windowed], op.indexing_maps[2]
+        source = op.indexing_maps[windowed]
+        if not (filt.is_projected_permutation() and out.is_projected_permutation()):
+            continue
+        windows = [e for e in source.results if not e.is_dim()]
+        if not windows or not all(_is_window(e.terms, kinds) for e in windows if e.linear):
+            continue
+        if any(not e.linear for e in windows):
+            continue
+        reductions = [i for i, d in enumerate(filt.result_dims()) if kinds[d] == "reduction"]
+        every_reduction = {filt.result_dims()[i] for i in reductions} == {
+            d for d, kind in enumerate(kinds) if kind == "reduction"}
+        contiguous = reductions == list(range(reductions[0], reductions[-1] + 1)) if reductions else False
+        # A loop of the filter and output the windowed input does not read (output channels): the GEMM's `N`.
+        has_n = bool((filt.dims() & out.dims()) - source.dims())
+        if every_reduction and contiguous and has_n and all(kinds[d] == "parallel" for d in out.dims()):
+            return windowed
+    return None
+
+
+def _is_window(terms: tuple[tuple[int, int], ...], kinds: tuple[str, ...]) -> bool:
+    """`s * p + d * r`: one parallel loop and one reduction loop, positive coefficients."""
+    loops = sorted(kinds[d] for d, _ in terms)
+    return loops == ["parallel", "reduction"] and all(c > 0 for _, c in terms)
+
+
+def implicit_gemm_root(op: LinalgOpInfo) -> LinalgOpInfo | None:
+    """The contraction an im2col makes of convolution `op` (see the module docstring), None when `op` is not one."""
+    windowed = window_input(op)
+    if windowed is None:
+        return None
+    kinds = op.iterator_types
+    parallel = [d for d, kind in enumerate(kinds) if kind == "parallel"]
+    reductions = [d for d, kind in enumerate(kinds) if kind == "reduction"]
+    new = {d: i for i, d in enumerate(parallel)}
+    k = len(parallel)
+    rank = k + 1
+    source, filt, out = (op.indexing_maps[windowed], op.indexing_maps[1 - windowed], op.indexing_maps[2])
+    source_dims = [new[d] for d in parallel if d in source.dims()] + [k]
+    filter_dims: list[int] = []
+    for d in filt.result_dims():
+        assert d is not None
+        if kinds[d] == "parallel":
+            filter_dims.append(new[d])
+        elif k not in filter_dims:
+            filter_dims.append(k)
+    maps = [AffineMap.projection(rank, source_dims), AffineMap.projection(rank, filter_dims)]
+    if windowed == 1:
+        maps.reverse()
+    out_map = AffineMap.projection(rank, [new[d] for d in out.result_dims() if d is not None])
+    extents = (*(op.extents[d] for d in parallel), prod(op.extents[d] for d in reductions))
+    return replace(op, name="linalg.generic", extents=extents, iterator_types=(*["parallel"] * k, "reduction"),
+                   indexing_maps=(*maps, out_map), producers=(-1, -1, op.producers[2]))
+
+
+def implicit_gemm_dag(dag: Dag) -> Dag | None:
+    """The dispatch's DAG with its root rewritten into its implicit GEMM, None when the root is no convolution.
+
+    The im2col op the rewrite inserts is no linalg op: the DAG's ops stay the
+    same ones (fills, root, consumers), the root's windowed input now comes from
+    outside it (`producers` -1), as the filter's collapsed view does.
+    """
+    root = implicit_gemm_root(dag.ops[dag.root])
+    if root is None:
+        return None
+    ops = list(dag.ops)
+    ops[dag.root] = root
+    return Dag(tuple(ops), dag.root)
+
+
+def sketch_dag(sketch: Sketch, task: Task) -> Dag | None:
+    """The DAG a transform sketch tiles: the task's, or its implicit GEMM where the trace rewrites it first."""
+    dag = task_dag(task)
+    if dag is None or not sketch.has(ImplicitGemm):
+        return dag
+    return implicit_gemm_dag(dag)
