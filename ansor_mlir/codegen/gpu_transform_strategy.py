@@ -60,15 +60,16 @@ def emit_gpu_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: 
     parallel = [d for d, it in enumerate(dag.ops[dag.root].iterator_types) if it == "parallel"]
     blocks = [mapping.block_tile[d] if d in parallel else 0 for d in range(len(mapping.block_tile))]
     distributed = [d for d in parallel if blocks[d]]
-    names = DIMS[-len(distributed):]
     root, forall = structured.TileUsingForallOp(handles[dag.root], tile_sizes=blocks,
-                                                mapping=generic_op.gpu_block_mapping(names)).results
+                                                mapping=generic_op.gpu_block_mapping(DIMS[-len(distributed):])).results
     _iree("transform.iree.populate_workgroup_count_region_using_num_threads_slice", forall)
     for i in reversed(producers):
         handles[i], forall = structured.FuseIntoContainingOp(handles[i], forall).results
-    threads = [mapping.thread_tile[d] if d in distributed else 0 for d in range(len(blocks))]
-    root, thread_forall = structured.TileUsingForallOp(root, tile_sizes=threads,
-                                                       mapping=generic_op.gpu_thread_mapping(names)).results
+    # Loops with one thread per block are not mapped: their one-iteration thread loop would fold away.
+    spread = [d for d in distributed if mapping.block_tile[d] > mapping.thread_tile[d]]
+    threads = [mapping.thread_tile[d] if d in spread else 0 for d in range(len(blocks))]
+    root, thread_forall = structured.TileUsingForallOp(
+        root, tile_sizes=threads, mapping=generic_op.gpu_thread_mapping(DIMS[-len(spread):])).results
     for i in reversed(producers):
         handles[i], thread_forall = structured.FuseIntoContainingOp(handles[i], thread_forall).results
     if any(mapping.reduction_step):
@@ -95,7 +96,7 @@ def emit_gpu_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: 
     with _named("mfunc"):
         mfunc = structured.MatchOp.match_op_names(bfunc, ["func.func"]).result
     _iree("transform.iree.forall_to_workgroup", mfunc)
-    block = workgroup_dims(mapping.block_tile, mapping.thread_tile, distributed)
+    block = workgroup_dims(mapping.block_tile, mapping.thread_tile, spread)
     assert mapping.config.gpu is not None
     warp = mapping.config.gpu.subgroup_size
     i64 = ir.IntegerType.get_signless(64)

@@ -27,6 +27,7 @@ from ansor_mlir.core.schedule import (
 )
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import GpuLaunch, IreeConfig, Task
+from ansor_mlir.space.dag import task_dag, unit_register_dims
 from ansor_mlir.space.limits import gpu_limits
 
 PROMOTE = ChoiceKnob("promote_operands", ("shared", "none"))
@@ -170,9 +171,22 @@ def is_valid_gpu(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task,
     if sketch.family is Family.TRANSFORM and any(
             n > cap for n, cap in zip(reversed(per_dim), limit.max_block_dims, strict=False)):
         return False
+    if sketch.family is Family.TRANSFORM and not _vectorizes(mapping, task):
+        return False
     return (limit.warp_size <= mapping.threads <= limit.max_threads and mapping.threads % limit.warp_size == 0
             and mapping.shared_bytes <= limit.shared_memory_bytes
             and mapping.accumulators * max(1, task.root.element_bytes // 4) <= limit.accumulator_registers)
+
+
+def _vectorizes(mapping: GpuMapping, task: Task) -> bool:
+    """A strategy's per-thread tile keeps unit the loops of compound accesses (convolution windows: `kh`, `kw`
+    in `oh + kh`), as the CPU strategies do, or the vectorizer fails on it (`failed to apply`, seen on 3x3
+    convolutions with a 3-deep `kh` step)."""
+    dag = task_dag(task)
+    if dag is None:
+        return False
+    register = [t or r for t, r in zip(mapping.thread_tile, mapping.reduction_step, strict=True)]
+    return all(register[d] <= 1 for d in unit_register_dims(dag.ops[dag.root]) if d < len(register))
 
 
 def describe(sketch: Sketch, task: Task) -> dict[str, str]:
