@@ -1,0 +1,329 @@
+"""Ansor's gradient task scheduler against round-robin at the same total budget, on a whole model.
+
+Writes docs/task_scheduler.md (and a PNG beside it): per scheduler, the
+estimated end-to-end latency (the sum over tasks of weight x best time, from
+the log, after every trial) against trials, and the measured end-to-end
+latency at checkpoints: the whole model compiled with each log's best records
+up to that many trials, timed alternately against IREE's default build in one
+run (`Runner.submit_compare`, the machinery of whole-program verification).
+
+    python tools/task_scheduler_report.py --model examples/models/resnet.py:resnet18 --trials 128 --batch 4 \\
+        --workdir /tmp/task_scheduler --docs docs/task_scheduler.md
+
+Tuning runs resume from their logs in `--workdir`; `--only gradient` (or
+round-robin) tunes just one (run both at once, then once more without
+`--only` to measure and write the doc; `--no-tune` only measures and writes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import ansor_mlir
+from ansor_mlir import api
+from ansor_mlir.core.affine import AffineMap
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import RootOp, Task
+from ansor_mlir.database.records import Record, for_target, read_records
+from ansor_mlir.frontend.entry_point import entry_point
+from ansor_mlir.measure.builder import BuiltProgram
+from ansor_mlir.measure.inputs import encode_array, make_arrays
+from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.measure.runner import CompareInput
+from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.task_result import TaskResult, estimated_latency
+from ansor_mlir.tuning.task_scheduler import SCHEDULERS, GradientScheduler
+from ansor_mlir.tuning.tuner import TuneOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class RoundLog(TuningCallback):
+    """One JSON line per round: the run's trials, the estimated end-to-end latency, seconds since the start."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.started = time.perf_counter()
+
+    def on_round(self, results: Sequence[TaskResult], index: int, left: int) -> None:
+        row = {"task": index, "trials": sum(r.trials for r in results), "left": left,
+               "estimate_s": estimated_latency(results), "elapsed_s": time.perf_counter() - self.started,
+               "task_trials": [r.trials for r in results]}
+        with self.path.open("a") as out:
+            out.write(json.dumps(row) + "\n")
+
+
+@dataclass(frozen=True)
+class Run:
+    scheduler: str
+    log: Path
+    rounds: Path
+    console: Path
+
+
+def runs(workdir: Path, schedulers: Sequence[str]) -> list[Run]:
+    return [Run(s, workdir / f"{s}.jsonl", workdir / f"{s}.rounds.jsonl", workdir / f"{s}.console.txt")
+            for s in schedulers]
+
+
+def tune(model: str, run: Run, trials: int, batch: int, seed: int) -> float:
+    """Tune the model with one scheduler (resuming from its log); returns the wall seconds."""
+    options = TuneOptions(trials=trials, log=run.log, seed=seed, batch_size=batch, verify=0,
+                          task_scheduler=run.scheduler, progress=True)
+    started = time.perf_counter()
+    api.tune(model, options=options, callbacks=[RoundLog(run.rounds)])
+    return time.perf_counter() - started
+
+
+def estimate_curve(records: list[Record], tasks: list[Task], target: Target) -> list[tuple[int, float]]:
+    """(trials, estimated end-to-end seconds) after every trial of the log, once every task has a time.
+
+    Each task's records are counted as the tuner counts them (`TaskResult.account`), in log order.
+    """
+    results = {t.key: TaskResult(task=t) for t in tasks}
+    curve, trials = [], 0
+    for record in records:
+        if (record.task_key not in results or record.program is not None
+                or not for_target(record, target.key, target.fingerprint)):
+            continue
+        results[record.task_key].account(record)
+        trials += 1
+        estimate = estimated_latency(list(results.values()))
+        if estimate is not None:
+            curve.append((trials, estimate))
+    return curve
+
+
+def prefix_log(log: Path, trials: int, out: Path) -> Path:
+    """The first `trials` records of a log (what the run had measured then), as a log of its own."""
+    lines = [line for line in log.read_text().splitlines(keepends=True) if line.strip()]
+    out.write_text("".join(lines[:trials]))
+    return out
+
+
+def measure(model: str, target: Target, logs: dict[str, Path], checkpoints: Sequence[int], workdir: Path,
+            rounds: int, seed: int) -> dict[str, list[float]]:
+    """Per program (IREE default, then `scheduler@trials`), the per-round medians of the whole model,
+    all timed alternately in one run; every program's output is checked against IREE's default."""
+    source = ansor_mlir.load_model(model)
+    programs = {"IREE default": api.compile(source, target)}
+    for scheduler, log in logs.items():
+        for trials in checkpoints:
+            prefix = prefix_log(log, trials, workdir / f"{scheduler}.at{trials}.jsonl")
+            print(f"building the model with {scheduler}'s best records after {trials} trials", file=sys.stderr)
+            programs[f"{scheduler}@{trials}"] = api.compile(source, target, prefix)
+    entry = entry_point(source.text, source.name)
+    inputs = tuple(encode_array(a) for a in make_arrays(entry.input_types, f"{source.name}:{seed}"))
+    built = tuple(BuiltProgram(p.vmfb, p.function) for p in programs.values())
+    runner = LocalRunner(target)
+    try:
+        compared = runner.submit_compare(CompareInput(built, inputs, rounds=rounds, min_round_s=0.2,
+                                                      timeout_s=3600.0)).result()
+    finally:
+        runner.close()
+    if not compared.ok:
+        raise SystemExit(f"the comparison failed: {compared.message}")
+    if compared.wrong:
+        names = list(programs)
+        raise SystemExit(f"wrong outputs: {', '.join(names[i] for i in compared.wrong)}")
+    return {name: list(samples) for name, samples in zip(programs, compared.samples, strict=True)}
+
+
+def value_at(curve: list[tuple[int, float]], trials: int) -> float | None:
+    before = [v for t, v in curve if t <= trials]
+    return before[-1] if before else None
+
+
+def plot(path: Path, curves: dict[str, list[tuple[int, float]]], measured: dict[str, list[float]],
+         checkpoints: Sequence[int], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    colors = {"gradient": "tab:blue", "round-robin": "tab:orange"}
+    for scheduler, curve in curves.items():
+        ax.plot([t for t, _ in curve], [v * 1e3 for _, v in curve], color=colors.get(scheduler),
+                label=f"{scheduler}: estimated (sum of weight x task time)")
+        points = [(t, statistics.median(measured[f"{scheduler}@{t}"]) * 1e3) for t in checkpoints
+                  if f"{scheduler}@{t}" in measured]
+        ax.plot([t for t, _ in points], [v for _, v in points], "o--", color=colors.get(scheduler),
+                label=f"{scheduler}: measured whole model")
+    default = statistics.median(measured["IREE default"]) * 1e3
+    ax.axhline(default, color="gray", linestyle=":", label="IREE default, measured whole model")
+    ax.set_xlabel("trials (all tasks, IREE's default of each included)")
+    ax.set_ylabel("end-to-end latency (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def task_trials(records: list[Record], tasks: list[Task]) -> dict[str, int]:
+    keys = {t.key for t in tasks}
+    counts = {t.key: 0 for t in tasks}
+    for r in records:
+        if r.task_key in keys and r.program is None:
+            counts[r.task_key] += 1
+    return counts
+
+
+def pick_cost(tasks: int, trials: int, batch: int = 4, picks: int = 200) -> float:
+    """Seconds per gradient-scheduler pick with `tasks` synthetic tasks of `trials` trials each."""
+    import random
+
+    rng = random.Random(0)
+    maps = tuple(AffineMap.projection(3, dims) for dims in ((0, 2), (2, 1), (0, 1)))
+    results = []
+    for i in range(tasks):
+        root = RootOp(f"kind{i % 7}", (64, 64, 64), ("parallel", "parallel", "reduction"), maps, (), "f32", 4, ())
+        result = TaskResult(task=Task(f"t{i}", f"t{i}", "", "", (), (), (), root, 0, 10**6 * (1 + i % 5), 1))
+        best = 1.0
+        for _ in range(trials):
+            best = min(best, rng.uniform(0.5, 1.0))
+            result.trials += 1
+            result.best_s = best
+            result.best_history.append(best)
+        results.append(result)
+    scheduler, left = GradientScheduler(batch), [batch] * tasks
+    started = time.perf_counter()
+    for _ in range(picks):
+        scheduler.next_task(results, left)
+    return (time.perf_counter() - started) / picks
+
+
+def last_round_table(console: Path) -> str:
+    """The last per-round table a run printed (title, rows and caption)."""
+    if not console.exists():
+        return ""
+    lines = console.read_text(errors="replace").splitlines()
+    starts = [i for i, line in enumerate(lines) if "after a round of task" in line]
+    if not starts:
+        return ""
+    end = next((i for i in range(starts[-1] + 1, len(lines)) if " left" in lines[i] and "trials" in lines[i]),
+               starts[-1])
+    return "\n".join(line.rstrip() for line in lines[starts[-1]:end + 1])
+
+
+def git_commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+
+
+def report(args: argparse.Namespace, target: Target, tasks: list[Task], selected: list[Run],
+           curves: dict[str, list[tuple[int, float]]], measured: dict[str, list[float]],
+           walls: dict[str, float], png: Path) -> str:
+    default = statistics.median(measured["IREE default"])
+    command = " ".join(["python tools/task_scheduler_report.py", *sys.argv[1:]])
+    lines = [
+        "# Task scheduler: Ansor's gradient scheduler vs round-robin",
+        "",
+        f"Generated by `{command}` at commit {git_commit()} on {datetime.date.today().isoformat()}; "
+        f"machine: {platform.processor() or platform.machine()}, {target.cores} cores (shared with other jobs, "
+        f"so absolute times are noisy: compare ratios), 1 runtime thread, CPU {target.resolved_cpu or target.cpu}.",
+        "",
+        f"Model `{args.model}`: {len(tasks)} tasks (unique dispatches), weights "
+        f"{', '.join(str(t.weight) for t in tasks)}. Total budget {args.trials} trials per scheduler "
+        f"(IREE's default of each task included), {args.batch} trials per round, seed {args.seed}, "
+        "evolutionary search with the shipped cost model, no whole-program verification (the whole budget "
+        "goes to the search).",
+        "",
+        "**Estimated** end-to-end latency: the sum over tasks of weight x the task's best time alone (what "
+        "the scheduler minimises; it leaves out the dispatches that are not tuned). **Measured**: the whole "
+        "model compiled with each log's best records after that many trials and timed alternately with IREE's "
+        f"default build in one run ({args.rounds} rounds, median; outputs checked against IREE's default).",
+        "",
+        "| scheduler | trials | estimated (ms) | measured (ms) | measured speedup vs IREE default |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines.append(f"| IREE default | - | {curves[selected[0].scheduler][0][1] * 1e3:.3f} | {default * 1e3:.3f} "
+                 "| 1.00x |")
+    for run in selected:
+        for trials in args.checkpoints:
+            estimate = value_at(curves[run.scheduler], trials)
+            samples = measured.get(f"{run.scheduler}@{trials}")
+            program = statistics.median(samples) if samples else None
+            lines.append(f"| {run.scheduler} | {trials} | {f'{estimate * 1e3:.3f}' if estimate else '-'} | "
+                         f"{f'{program * 1e3:.3f}' if program else '-'} | "
+                         f"{f'{default / program:.2f}x' if program else '-'} |")
+    lines += ["", f"![estimated and measured end-to-end latency against trials]({png.name})", ""]
+    lines += ["Trials per task at the end of each run (the gradient scheduler's allocation):", "",
+              "| task | weight | GFLOP | " + " | ".join(r.scheduler for r in selected) + " |",
+              "|---|---:|---:|" + "---:|" * len(selected)]
+    counts = {run.scheduler: task_trials(read_records(run.log), tasks) for run in selected}
+    for task in tasks:
+        lines.append(f"| {task.name} | {task.weight} | {task.flops / 1e9:.3f} | "
+                     + " | ".join(str(counts[r.scheduler][task.key]) for r in selected) + " |")
+    table = last_round_table(selected[0].console)
+    if table:
+        lines += ["", f"The last per-round table the {selected[0].scheduler} run printed (`progress=1`; `*` marks "
+                  "the task of the round):", "", "```", table, "```"]
+    costs = [(n, trials, pick_cost(n, trials)) for n, trials in ((13, 10), (23, 100), (23, 1000), (200, 100))]
+    lines += ["", "Scale: the time of one gradient-scheduler pick (synthetic tasks; it reads each task's rounds, "
+              "so it grows with tasks x rounds, never with the log's length beyond that): "
+              + ", ".join(f"{n} tasks x {t} trials: {c * 1e3:.2f} ms" for n, t, c in costs) + ". The tuner reads "
+              "only the log lines appended since its last look."]
+    if walls:
+        lines += ["", "Wall time of the tuning runs (their last start; both ran at once, `nice`d, beside other jobs): "
+                  + ", ".join(f"{s} {w / 60:.1f} min" for s, w in walls.items()) + "."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="examples/models/resnet.py:resnet18")
+    parser.add_argument("--trials", type=int, default=128, help="total budget per scheduler")
+    parser.add_argument("--batch", type=int, default=4, help="trials per round")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoints", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                        help="trial counts at which the whole model is measured (default: 4 up to --trials)")
+    parser.add_argument("--rounds", type=int, default=15, help="alternated timing rounds")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/task_scheduler"))
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "task_scheduler.md")
+    parser.add_argument("--only", choices=SCHEDULERS, help="tune with this scheduler only, write nothing")
+    parser.add_argument("--no-tune", action="store_true", help="measure the logs in --workdir and write the doc")
+    args = parser.parse_args(argv)
+    if args.checkpoints is None:
+        args.checkpoints = sorted({args.trials * k // 4 for k in range(1, 5)})
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    target = api.resolve_target("llvm-cpu")
+    selected = runs(args.workdir, [args.only] if args.only else list(SCHEDULERS))
+    walls: dict[str, float] = {}
+    if not args.no_tune:
+        for run in selected:
+            walls[run.scheduler] = tune(args.model, run, args.trials, args.batch, args.seed)
+            (args.workdir / f"{run.scheduler}.wall_s").write_text(f"{walls[run.scheduler]:.1f}\n")
+    if args.only:
+        return 0
+    for run in selected:
+        wall = args.workdir / f"{run.scheduler}.wall_s"
+        if run.scheduler not in walls and wall.exists():
+            walls[run.scheduler] = float(wall.read_text())
+    tasks = api.extract_tasks(args.model, target)
+    tasks = [t for t in tasks if t.tunable]
+    curves = {run.scheduler: estimate_curve(read_records(run.log), tasks, target) for run in selected}
+    measured = measure(args.model, target, {r.scheduler: r.log for r in selected}, args.checkpoints,
+                       args.workdir, args.rounds, args.seed)
+    png = args.docs.with_suffix(".png")
+    plot(png, curves, measured, args.checkpoints, f"{args.model}: {args.trials} trials, {args.batch} per round")
+    args.docs.write_text(report(args, target, tasks, selected, curves, measured, walls, png))
+    print(f"wrote {args.docs} and {png}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
