@@ -95,7 +95,7 @@ def task_state(best_history: Sequence[float], batch: int) -> TaskState:
         return TaskState(0, (), 0)
     search = len(best_history) - 1
     rounds = -(-search // batch)
-    history = tuple(best_history[min(k * batch, search)] for k in range(rounds + 1))
+    history = (*best_history[0:search:batch], best_history[search])  # the best after each round
     best, since = best_history[-1], 0
     while since < search and best_history[-2 - since] == best:  # from the end: a long history costs nothing
         since += 1
@@ -193,7 +193,9 @@ class GradientScheduler:
             return None
         warm_up = [i for i in live if states[i].rounds == 0]
         if warm_up:
-            return warm_up[0]
+            # Most estimated time first (weight x IREE's default): a budget too small to warm every task up
+            # still spends itself where the end-to-end latency is (an unmeasured task, inf, first).
+            return max(warm_up, key=lambda i: (results[i].task.weight * states[i].best, -i))
         # Drawn from the seed and the trials so far: the same state, the same draw, resumed or not.
         rng = random.Random(f"{self.seed}:{sum(r.trials for r in results)}")
         if rng.random() < self.params.eps_greedy:
