@@ -72,6 +72,7 @@ BLOCKS = ("z", "y", "x")
 IGEMM_PASS = "iree-codegen-convolution-to-igemm"
 IM2COL = "iree_linalg_ext.im2col"
 DECOMPOSE_IM2COL_PASS = "iree-linalg-ext-decompose-im2col"
+FOLD_TENSOR_EMPTY = "transform.apply_patterns.tensor.fold_tensor_empty"
 # Knob options, as the transform dialect spells them, to the bindings' enums.
 CONTRACTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorContractLowering}
 REDUCTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorMultiReductionLowering}
@@ -329,7 +330,9 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
         func = structured.MatchOp.match_op_names(module, ["func.func"]).result
     s.patterns(func, tiling_cleanup)
     if implicit:
-        # The fused im2col tiles become copies of input rows (contiguous along `K`'s channels).
+        # The fused im2col tiles get destinations of their own (a slice of an empty tensor is an empty tile, not
+        # a view of the whole im2col, which would be allocated), then become copies of input rows.
+        s.patterns(func, [partial(generic_op.op, FOLD_TENSOR_EMPTY)])
         with _named("func"):
             func = transform.ApplyRegisteredPassOp(_any(), func, DECOMPOSE_IM2COL_PASS,
                                                    options={"unroll": False}).result

@@ -1,0 +1,149 @@
+"""Implicit-GEMM sketches: convolutions that fit a GEMM poorly, rewritten into im2col + contraction before tiling.
+
+The contraction's loops are derived from indexing maps alone and checked
+against IREE's own rewrite; the rule is checked on loop structure (strided,
+grouped, depthwise, stride-1 convolutions, a matmul); candidates compile for
+pinned AVX2 and AVX-512 CPUs, and build, run and match numpy on the host, the
+grouped one as a micro-kernel (FMAs in the hot loop, no spills).
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ansor_bench.workloads import make_workload
+from ansor_mlir.codegen.tuning_spec import attach_configs
+from ansor_mlir.core.schedule import Candidate, ImplicitGemm, MicroKernel, Pack, Sketch
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import LinalgOpInfo, Task, main_task
+from ansor_mlir.frontend.target_resolution import resolve_target
+from ansor_mlir.frontend.task_extraction import extract_tasks, generalized_ops
+from ansor_mlir.measure.compare import run_once
+from ansor_mlir.measure.kernel_asm import dump_assembly, hot_loop
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.mlir.iree_compiler import compile_to_phase, run_tool
+from ansor_mlir.space.annotation import sample_candidate
+from ansor_mlir.space.implicit_gemm import implicit_gemm_root
+from ansor_mlir.space.resolve import resolve
+from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning.tuner import build_input
+
+# Grouped (2 groups) and strided 3x3: the gemm is (n, oh, ow, g, f, K) = (1, 14, 14, 2, 32, 36); 14x32 (AVX-512)
+# and 14x8, 2x32 (AVX2) micro-kernels over ow x f.
+GRP = ("GRP", (1, 28, 28, 8, 64, 3, 2, 1, 1, 2))
+C2D_STRIDED = ("C2D", (1, 30, 30, 16, 32, 3, 2, 1))
+C1D_STRIDED = ("C1D", (1, 64, 16, 32, 3, 2, 1))
+DIL = ("DIL", (1, 20, 20, 8, 16, 3, 1, 2, 2))
+
+
+def task_of(workload: tuple[str, tuple[int, ...]], target: Target) -> Task:
+    name, shape = workload
+    return main_task(extract_tasks(make_workload(name, shape).mlir, target, name))
+
+
+def implicit_gemm_sketch(task: Task, target: Target) -> Sketch | None:
+    return next((s for s in generate_sketches(task, target) if s.has(ImplicitGemm)), None)
+
+
+def first_candidate(sketch: Sketch, task: Task, target: Target) -> Candidate:
+    """The first seed's sample that passes annotation (a tight micro-kernel, 14x32 on AVX-512, leaves few)."""
+    found = (sample_candidate(sketch, task, target, random.Random(seed)) for seed in range(10))
+    candidate = next((c for c in found if c is not None), None)
+    assert candidate is not None
+    return candidate
+
+
+@pytest.fixture(scope="module", params=["znver3", "znver4"])
+def pinned(request) -> Target:
+    return resolve_target(Target(cpu=request.param))
+
+
+@pytest.mark.parametrize("workload", [GRP, C2D_STRIDED, C1D_STRIDED, DIL], ids=lambda w: w[0])
+def test_derived_contraction_is_irees_rewrite(workload, target):
+    """The loops, iterators and maps derived from the convolution's indexing maps are those of the contraction
+    IREE's `convolution-to-igemm` makes of it."""
+    task = task_of(workload, target)
+    root = task.root
+    conv = LinalgOpInfo(root.name, root.loop_extents, root.iterator_types, root.indexing_maps, 2, (-1, -1, 0),
+                        root.body_ops)
+    derived = implicit_gemm_root(conv)
+    assert derived is not None
+    rewritten = run_tool("iree-opt", ["--pass-pipeline=builtin.module(func.func(iree-codegen-convolution-to-igemm))",
+                                      "-"], stdin=task.func_text.encode())
+    assert rewritten.ok, rewritten.stderr.decode()
+    gemm = [op for op in generalized_ops(rewritten.stdout.decode()) if op and "reduction" in op["iterators"]][-1]
+    assert (derived.extents, derived.iterator_types, derived.indexing_maps) == (
+        gemm["extents"], gemm["iterators"], gemm["maps"])
+
+
+def test_rule_reads_loop_structure(target):
+    """Strided and grouped convolutions get the sketch; stride-1 ones, dilated or not (their own micro-kernel:
+    output pixels are a row loop as they are), a depthwise one (no output-channel loop: no GEMM) and a matmul
+    do not."""
+    grp = implicit_gemm_sketch(task_of(GRP, target), target)
+    assert grp is not None and grp.steps[0] == ImplicitGemm()
+    assert grp.has(Pack) and grp.has(MicroKernel)  # the grouped filter [g, f, kh, kw, c] is packed along f
+    assert grp.rules[-3:] == ("implicit-gemm", "packing", "micro-kernel")
+    strided = implicit_gemm_sketch(task_of(C2D_STRIDED, target), target)
+    assert strided is not None and not strided.has(Pack)  # an HWCF filter is read along the output channels
+    stride_1 = ("C2D", (1, 14, 14, 16, 32, 3, 1, 1))
+    plain_ones = [DIL, stride_1, ("DEP", (1, 16, 16, 32, 3, 2, 1)), ("GMM", (1, 32, 32, 32))]
+    for plain in plain_ones:
+        assert implicit_gemm_sketch(task_of(plain, target), target) is None, plain[0]
+
+
+def test_candidates_compile_for_pinned_cpus(pinned):
+    """Compile-only: sampled grouped and strided candidates build for an AVX2 and an AVX-512 CPU."""
+    builds = []
+    for workload in (GRP, C2D_STRIDED):
+        task = task_of(workload, pinned)
+        sketch = implicit_gemm_sketch(task, pinned)
+        candidate = first_candidate(sketch, task, pinned)
+        assert resolve(sketch, candidate, task).im2col_panel_bytes <= pinned.stack_limit_bytes
+        flow = compile_to_phase(make_workload(*workload).mlir, pinned.compile_flags(), "flow", workload[0])
+        builds.append(build_input(task, sketch, candidate, flow))
+    for build in LocalBuilder(pinned, workers=1, timeout_s=120).build(builds):
+        assert build.ok, f"{build.error.value} {build.message}"
+
+
+@pytest.mark.parametrize("workload", [GRP, C2D_STRIDED, C1D_STRIDED], ids=lambda w: w[0])
+def test_candidates_build_run_and_match_numpy(workload, target):
+    name, shape = workload
+    task = task_of(workload, target)
+    sketch = implicit_gemm_sketch(task, target)
+    rng = random.Random(1)
+    candidates = [c for c in (sample_candidate(sketch, task, target, rng) for _ in range(2)) if c is not None]
+    assert candidates
+    work = make_workload(name, shape)
+    flow = compile_to_phase(work.mlir, target.compile_flags(), "flow", name)
+    items = [build_input(task, sketch, c, flow) for c in candidates]
+    inputs = work.inputs()
+    (expected,) = work.reference(inputs)
+    for build in LocalBuilder(target, workers=1, timeout_s=120).build(items):
+        assert build.ok, f"{build.error.value} {build.message}"
+        (got,) = run_once(build.program.vmfb, work.func_name, inputs)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_grouped_strided_micro_kernel_keeps_accumulators_in_registers(target):
+    """The largest micro-kernel of the grouped strided conv, one workgroup per group: FMAs with broadcast
+    pixels in the hot loop, no spill stores or reloads."""
+    task = task_of(GRP, target)
+    sketch = implicit_gemm_sketch(task, target)
+    (knob,) = sketch.step(MicroKernel).knobs
+    values = dict(first_candidate(sketch, task, target).values)
+    values["micro_kernel"] = (0,)
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    work = make_workload(*GRP)
+    flow = compile_to_phase(work.mlir, target.compile_flags(), "flow", GRP[0])
+    item = build_input(task, sketch, candidate, flow)
+    text, _ = attach_configs(flow, {}, GRP[0], {task.key: item.strategy})
+    with tempfile.TemporaryDirectory() as tmp:
+        reports = [hot_loop(path.read_text()) for path in dump_assembly(text, Path(tmp))]
+    loop = max((r for r in reports if r is not None), key=lambda r: r.fmas)
+    assert loop.is_micro_kernel, (knob.options[0], loop)
