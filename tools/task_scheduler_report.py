@@ -246,6 +246,7 @@ def report(args: argparse.Namespace, target: Target, tasks: list[Task], selected
         f"{args.batch} trials per round, seed {args.seed}, "
         "evolutionary search with the shipped cost model, no whole-program verification (the whole budget "
         "goes to the search).",
+        *(["", args.note] if args.note else []),
         "",
         "**Estimated** end-to-end latency: the sum over tasks of weight x the task's best time alone (what "
         "the scheduler minimises; it leaves out the dispatches that are not tuned). **Measured**: the whole "
@@ -302,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "task_scheduler.md")
     parser.add_argument("--only", choices=SCHEDULERS, help="tune with this scheduler only, write nothing")
     parser.add_argument("--no-tune", action="store_true", help="measure the logs in --workdir and write the doc")
+    parser.add_argument("--note", default="", help="a sentence for the doc (how the logs were made, when not here)")
     args = parser.parse_args(argv)
     if args.checkpoints is None:
         args.checkpoints = sorted({args.trials * k // 4 for k in range(1, 5)})
