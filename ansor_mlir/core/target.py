@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 from ansor_mlir.core.cpu_catalog import ARCHITECTURES, cross_target_names, named_cpu
+from ansor_mlir.core.gpu_target import BACKEND as CUDA_BACKEND
+from ansor_mlir.core.gpu_target import GpuSpec, parse_gpu, target_names
 from ansor_mlir.errors import AnsorError
 
 KNOWN_BACKENDS = ("llvm-cpu",)
@@ -65,10 +67,14 @@ class Target:
     resolved_cpu: str = ""
     cpu_features: tuple[str, ...] = field(default_factory=tuple)
     stack_limit_bytes: int = IREE_STACK_LIMIT_BYTES
+    # A CUDA target's device (`backend="cuda"`); None for CPUs.
+    gpu: GpuSpec | None = None
 
     @property
     def key(self) -> str:
         """Identity of the target for records: a record never crosses targets."""
+        if self.gpu is not None:
+            return f"{self.backend}:{self.gpu.arch}"
         parts = [self.backend, self.cpu]
         if self.triple:
             parts.append(self.triple)
@@ -125,6 +131,8 @@ class Target:
 
     def compile_flags(self) -> list[str]:
         """Flags for iree-compile that select this target."""
+        if self.gpu is not None:
+            return self.gpu.compile_flags() + list(self.extra_flags)
         flags = [
             "--iree-hal-target-device=local",
             f"--iree-hal-local-target-device-backends={self.backend}",
@@ -136,6 +144,8 @@ class Target:
 
     def runtime_device(self) -> str:
         """The IREE runtime device used for timing (one thread = stable timing)."""
+        if self.gpu is not None:
+            return self.backend
         return "local-sync" if self.threads <= 1 else "local-task"
 
     def runtime_flags(self) -> tuple[str, ...]:
@@ -209,11 +219,14 @@ def detect_host(threads: int = 1, cpu: str = "host", triple: str = "") -> Target
 
 def known_targets() -> tuple[str, ...]:
     """Every target string `parse_target` accepts."""
-    return (*KNOWN_BACKENDS, *cross_target_names())
+    return (*KNOWN_BACKENDS, *cross_target_names(), *target_names())
 
 
 def parse_target(name: str, threads: int = 1, cpu: str = "host", triple: str = "") -> Target:
-    """Resolve a user-given target name, with a clear error for unknown ones."""
+    """Resolve a user-given target name (`llvm-cpu`, `cuda`, `cuda:sm_80`), with a clear error for unknown ones."""
+    if name.partition(":")[0] == CUDA_BACKEND:
+        gpu = parse_gpu(name)
+        return Target(backend=CUDA_BACKEND, cpu=gpu.arch, cores=gpu.sm_count, vector_bytes=gpu.load_bytes, gpu=gpu)
     arch, sep, cpu_name = name.partition(":")
     if sep and arch in ARCHITECTURES:
         return cross_target(arch, cpu_name, threads, cpu)
