@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import stat
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,13 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, best_records, read_records, upgrade_legacy
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.model_source import ModelSource, is_model_object, is_model_reference, load_model
+from ansor_mlir.frontend.program_rewrites import (
+    DEFAULT_REWRITES,
+    NO_REWRITES,
+    RewrittenProgram,
+    parse_rewrites,
+    rewrite_program,
+)
 from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_target
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
@@ -211,6 +219,12 @@ def read_program(source: str | Path | ModelSource | Any, name: str | None = None
     return UserProgram(model.text, model.name, model.parameters, model.scope)
 
 
+def rewritten(function: str, text: str, name: str, rewrites: str) -> RewrittenProgram:
+    """The program `function` works on: `text` after the program rewrites `rewrites` names (`none`: as given)."""
+    check_option(function, "rewrites", rewrites)
+    return rewrite_program(text, parse_rewrites(rewrites), name)
+
+
 def resolve_target(target: str | Target) -> Target:
     """A target as IREE resolves it (its CPU's name, features, vector width and limits): records are keyed by it."""
     check_target("resolve_target", target)
@@ -220,12 +234,13 @@ def resolve_target(target: str | Target) -> Target:
 
 
 def extract_tasks(
-    module: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
+    module: str | Path, target: str | Target = "llvm-cpu", name: str | None = None,
+    rewrites: str = DEFAULT_REWRITES,
 ) -> list[Task]:
-    """The unique, weighted tasks (dispatches) of a linalg module."""
+    """The unique, weighted tasks (dispatches) of a linalg module (after its program rewrites)."""
     check_target("extract_tasks", target)
     text, name = read_source(module, name)
-    return _extract_tasks(text, resolve_target(target), name)
+    return _extract_tasks(rewritten("extract_tasks", text, name, rewrites).text, resolve_target(target), name)
 
 
 def generate_sketches(task: Task, target: str | Target = "llvm-cpu") -> list[Sketch]:
@@ -255,6 +270,7 @@ def tune(
     cluster: str | None = None,
     trials_per_task: int | None = None,
     task_scheduler: str = "gradient",
+    rewrites: str = DEFAULT_REWRITES,
 ) -> TuneResult:
     """Tune every task of a module; returns the module with the best configurations attached.
 
@@ -263,6 +279,8 @@ def tune(
     `callbacks` hear of the run's progress, beside the console's notes (and bar and table with `progress`).
     `cluster` (a Dask scheduler's address, `tcp://host:8786`) builds and measures on its workers
     (`measure.dask_engine`); it overrides `options.cluster`.
+    `rewrites` (`frontend.program_rewrites`) are applied to the program first: its tasks, the records
+    (which name them) and the returned module are the rewritten program's.
     """
     check_target("tune", target)
     if cluster is not None:
@@ -287,7 +305,14 @@ def tune(
     elif opts.cluster is not None:
         check_option("tune", "options.cluster", opts.cluster, option_name="cluster")
     program = read_program(module, name)
-    text, name = program.text, program.name
+    name = program.name
+    changed = rewritten("tune", program.text, name, rewrites)
+    text = changed.text
+    program = dataclasses.replace(program, text=text)
+    opts = dataclasses.replace(opts, rewrites=changed.names)
+    if changed.applied:
+        for callback in (ConsoleProgress(progress=opts.progress), *callbacks):
+            callback.on_note(f"{name}: program rewritten before tuning: {changed.summary()}")
     tgt = resolve_target(target)
     no_device = no_device_message(tgt) if opts.trials > 0 else None
     if no_device is not None:
@@ -297,9 +322,9 @@ def tune(
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
     if opts.trials == 0 and opts.trials_per_task is None:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
-        return TuneResult(apply_best(text, opts.log, tgt, name), [], opts.log)
+        return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), [], opts.log)
     results = tuner.tune_module(text, name, program.parameters, program.parameter_scope)
-    return TuneResult(apply_best(text, opts.log, tgt, name), results, opts.log)
+    return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), results, opts.log)
 
 
 def _tune_emulated(text: str, name: str, target: Target, options: TuneOptions,
@@ -311,7 +336,7 @@ def _tune_emulated(text: str, name: str, target: Target, options: TuneOptions,
                          "or pick by the cost model alone (trials=0, unverified), or measure on the real machine "
                          "(ansor-measure export)")
     tune_by_model(text, name, target, options, runtime, [ConsoleProgress(progress=False), *callbacks])
-    return TuneResult(apply_best(text, options.log, target, name), [], options.log)
+    return TuneResult(apply_best(text, options.log, target, name, NO_REWRITES), [], options.log)
 
 
 def _best_for_target(log: str | Path, target: Target) -> dict[str, Record]:
@@ -328,9 +353,11 @@ def _best_for_target(log: str | Path, target: Target) -> dict[str, Record]:
 
 
 def apply_best(
-    module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
+    module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None,
+    rewrites: str = DEFAULT_REWRITES,
 ) -> str:
-    """The module, lowered by IREE to dispatches, with the best recorded configuration on each.
+    """The module after its program rewrites, lowered by IREE to dispatches, with the best recorded
+    configuration on each.
 
     Plain `iree-compile` builds the result into the tuned program. Records for
     another target are never applied.
@@ -338,6 +365,7 @@ def apply_best(
     check_target("apply_best", target)
     check_option("apply_best", "log", log, "ansor-apply-best")
     text, name = read_source(module, name)
+    text = rewritten("apply_best", text, name, rewrites).text
     tgt = resolve_target(target)
     validate_input(text, name)
     best = _best_for_target(log, tgt)
@@ -378,7 +406,8 @@ def best_strategies(
 
 
 def emit_transform_library(
-    module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
+    module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None,
+    rewrites: str = DEFAULT_REWRITES,
 ) -> str:
     """A transform library with the best strategy of every task tuned with the transform family.
 
@@ -389,6 +418,7 @@ def emit_transform_library(
     check_target("emit_transform_library", target)
     check_option("emit_transform_library", "log", log, "ansor-emit-transform-library")
     text, name = read_source(module, name)
+    text = for_ordinary_flows("emit_transform_library", text, name, rewrites, "transform library")
     tgt = resolve_target(target)
     best = _best_for_target(log, tgt)
     tasks = {t.key: t for t in _extract_tasks(text, tgt, name)}
@@ -397,16 +427,20 @@ def emit_transform_library(
 
 
 def emit_tuning_spec(
-    module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None
+    module: str | Path, log: str | Path, target: str | Target = "llvm-cpu", name: str | None = None,
+    rewrites: str = DEFAULT_REWRITES,
 ) -> str:
     """One tuning spec with the best configuration of every task of the module, transform strategies included.
 
     For ordinary IREE flows: `iree-compile IN.mlir --iree-codegen-tuning-spec-path=SPEC`, nothing else: a task
     whose best record is a transform strategy gets the strategy in the spec, which runs it on the dispatch.
+    Where a program rewrite changes the module, the spec matches the rewritten program's dispatches: compile
+    that program (`ansor-opt IN --ansor-rewrite -o REWRITTEN.mlir`) with it, and a warning says so.
     """
     check_target("emit_tuning_spec", target)
     check_option("emit_tuning_spec", "log", log, "ansor-emit-tuning-spec")
     text, name = read_source(module, name)
+    text = for_ordinary_flows("emit_tuning_spec", text, name, rewrites, "tuning spec")
     tgt = resolve_target(target)
     tasks = _extract_tasks(text, tgt, name)
     best = _best_for_target(log, tgt)
@@ -419,6 +453,17 @@ def emit_tuning_spec(
     strategies = best_strategies(text, best, tgt, name)
     by_key = {task.key: task for task in tasks}
     return render_spec(entries, [(by_key[key], *strategies[key]) for key in sorted(strategies)])
+
+
+def for_ordinary_flows(function: str, text: str, name: str, rewrites: str, what: str) -> str:
+    """The rewritten program a spec or library is made for, warning when it is not the input: IREE compiling
+    the input would form other dispatches, and the rewritten ones' entries would match nothing."""
+    changed = rewritten(function, text, name, rewrites)
+    if changed.applied:
+        warnings.warn(f"{name}: the {what} is for the program after rewrites {changed.summary()}, not for this "
+                      f"input: compile that program with it (ansor-opt IN --ansor-rewrite="
+                      f"\"rewrites={rewrites}\" -o REWRITTEN.mlir), or tune with rewrites=none", stacklevel=3)
+    return changed.text
 
 
 # Whole models compile for longer and in more memory than one task's candidates.
@@ -434,11 +479,13 @@ def compile(
     *,
     name: str | None = None,
     embed_parameters: bool = True,
+    rewrites: str = DEFAULT_REWRITES,
 ) -> CompiledModel:
     """The model built by IREE with the best recorded configuration of each task: a runnable module.
 
     Without `log`, IREE's own configurations (the untuned baseline, built from
-    the same imported IR). The weights are embedded in the program
+    the same imported IR after the same program rewrites; `rewrites="none"`:
+    the IR as imported). The weights are embedded in the program
     (`--iree-parameter-import`), or with `embed_parameters=False` kept beside
     it and handed to the runtime as a parameter provider.
     """
@@ -450,7 +497,8 @@ def compile(
         raise _invalid("compile", "name", name, "expected a str or None")
     source = load_model(as_source(model), example_inputs, name=name)
     tgt = resolve_target(target)
-    text = apply_best(source.text, log, tgt, source.name) if log is not None else source.text
+    text = (apply_best(source.text, log, tgt, source.name, rewrites) if log is not None
+            else rewritten("compile", source.text, source.name, rewrites).text)
     with tempfile.TemporaryDirectory(prefix="ansor-compile-") as tmp:
         flags = tgt.compile_flags()
         if source.parameters and embed_parameters:
@@ -493,6 +541,7 @@ def run_pipeline(
 def export_batch(
     module: str | Path, path: str | Path, target: str | Target = "llvm-cpu", candidates: int = 8,
     log: str | Path = "ansor_tuning.jsonl", seed: int = 0, threads: int = 1, name: str | None = None,
+    rewrites: str = DEFAULT_REWRITES,
 ) -> ExportSummary:
     """A batch for a machine reached only by copying files: per task up to `candidates` new candidates (ranked by
     the cost model, taught by `log`) and IREE's default, built for `target`, with inputs and references.
@@ -508,9 +557,11 @@ def export_batch(
     if not isinstance(path, (str, Path)) or not str(path):
         raise _invalid("export_batch", "path", path, "expected a .zip file or a directory name")
     text, name = read_source(module, name)
+    changed = rewritten("export_batch", text, name, rewrites)
     tgt = resolve_target(dataclasses.replace(parse_target(target), threads=threads) if isinstance(target, str)
                          else target)
-    options = TuneOptions(log=Path(log), seed=seed, batch_size=candidates, progress=False)
+    options = TuneOptions(log=Path(log), seed=seed, batch_size=candidates, progress=False, rewrites=changed.names)
+    text = changed.text
     return _export_batch(text, name, tgt, options, Path(path))
 
 

@@ -31,6 +31,7 @@ from ansor_mlir.core.target import parse_target
 from ansor_mlir.database.records import FORMAT_VERSION, producer_versions
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.model_source import is_model_reference
+from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, NO_REWRITES, REWRITES
 from ansor_mlir.passes.diagnostics import Diagnostic, LocatedError, expectations, verify
 from ansor_mlir.passes.pass_options import PASSES, PassInvocation, parse_options, parse_pipeline, passes_help
 from ansor_mlir.passes.source import (
@@ -306,6 +307,9 @@ def build_compile_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", metavar="tcp://HOST:PORT",
                         help="with --trials, build and measure on this Dask scheduler's workers (as ansor-tune's "
                              "cluster=)")
+    parser.add_argument("--rewrites", default=DEFAULT_REWRITES, metavar="|".join([*REWRITES, NO_REWRITES]),
+                        help=f"program rewrites applied before tasks are formed (default: {DEFAULT_REWRITES}; "
+                             "none: the program as imported)")
     parser.add_argument("--params-out", metavar="FILE",
                         help="keep the weights out of the .vmfb, in FILE: run with --parameters=model=FILE")
     return parser
@@ -319,9 +323,10 @@ def compile_model(args: argparse.Namespace) -> str:
     tune = args.trials is not None or args.trials_per_task is not None
     if tune:
         api.tune(source, target, trials=args.trials or 0, log=log, seed=args.seed, cluster=args.cluster,
-                 trials_per_task=args.trials_per_task, task_scheduler=args.task_scheduler)
+                 trials_per_task=args.trials_per_task, task_scheduler=args.task_scheduler, rewrites=args.rewrites)
     tuned = tune or args.log is not None or log.exists()
-    program = api.compile(source, target, log if tuned else None, embed_parameters=args.params_out is None)
+    program = api.compile(source, target, log if tuned else None, embed_parameters=args.params_out is None,
+                          rewrites=args.rewrites)
     program.save(args.output)
     how = f"configurations from {log}" if tuned else "IREE's default configurations (no tuning log)"
     where = ""

@@ -108,6 +108,8 @@ class Record:
     legacy_family: Family = Family.PIPELINE
     # Set on a verification record: the candidate's task measurement (`result`) checked in the whole program.
     program: ProgramCheck | None = None
+    # The program rewrites (`frontend.program_rewrites`) that made the program its task came from.
+    rewrites: tuple[str, ...] = ()
 
     @property
     def family(self) -> Family:
@@ -141,6 +143,7 @@ class Record:
                 "versions": dict(self.versions),
                 "fingerprint": self.fingerprint,
                 **({"program": self.program.to_dict()} if self.program else {}),
+                **({"rewrites": list(self.rewrites)} if self.rewrites else {}),
             },
             sort_keys=True,
         )
@@ -301,6 +304,7 @@ def record_from_dict(data: object) -> Record:
                       "an object of strings", required=False) or {}
     fingerprint = _field(data, "fingerprint", _is_str, "a string", required=False) or ""
     program = _field(data, "program", _optional(lambda v: isinstance(v, dict)), "null or an object", required=False)
+    rewrites = _field(data, "rewrites", _is_str_list, "a list of strings", required=False) or []
     try:
         candidate = Candidate.from_dict({"task": task, "sketch": index, "values": values})
         sketch = Sketch.from_trace(trace, task, index, rules) if version >= 3 and trace else None
@@ -308,7 +312,7 @@ def record_from_dict(data: object) -> Record:
             target=target, task_key=task, task_name=task_name, candidate=candidate, sketch=sketch,
             config=IreeConfig.from_dict(config), root_index=root_index, result=result, timestamp=float(timestamp),
             versions=tuple(sorted((str(k), v) for k, v in versions.items())), fingerprint=fingerprint,
-            program=program_from_dict(program) if program is not None else None,
+            program=program_from_dict(program) if program is not None else None, rewrites=tuple(rewrites),
             legacy_rules=rules if sketch is None else (), legacy_family=Family(family),
         )
         if sketch is not None:

@@ -24,6 +24,7 @@ from ansor_mlir.core.schedule import Candidate, Family
 from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
 from ansor_mlir.dialect.ansor_ir import attributes, functions_module, i64, i64_array, strings, task_ops, tasks_module
+from ansor_mlir.frontend.program_rewrites import parse_rewrites, rewrite_program
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.mlir.context import ops_of, parse_module
@@ -41,10 +42,10 @@ class Toolkit:
     import cycle. Each takes MLIR text, a target and a name for messages.
     """
 
-    tune: Callable[..., object]  # (text, target, *, options, name) -> result with `.module` text
-    apply_best: Callable[[str, Path, Target, str], str]
-    emit_tuning_spec: Callable[[str, Path, Target, str], str]
-    emit_transform_library: Callable[[str, Path, Target, str], str]
+    tune: Callable[..., object]  # (text, target, *, options, name, rewrites) -> result with `.module` text
+    apply_best: Callable[..., str]  # (text, log, target, name, *, rewrites)
+    emit_tuning_spec: Callable[..., str]
+    emit_transform_library: Callable[..., str]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class PassContext:
         opts = self.invocation
         return resolve_target(parse_target(str(opts["target"]), threads=int(opts["threads"]), cpu=str(opts["cpu"])))
 
+    @property
+    def rewrites(self) -> str:
+        return str(self.invocation["rewrites"])
+
     def output(self, text: str, module: ir.Module) -> ir.Module:
         return parse_module(text, f"output of {self.invocation.name}", module.context)
 
@@ -72,12 +77,18 @@ def source_text(module: ir.Module) -> str:
 def module_tasks(module: ir.Module, pc: PassContext) -> list[Task]:
     """The module's tasks; tasks recorded as `ansor.task` ops keep their names and weights."""
     recorded = {str(a["key"]): a for a in (attributes(op) for op in task_ops(module))}
-    tasks = extract_tasks(source_text(module), pc.target, pc.what)
+    text = rewrite_program(source_text(module), parse_rewrites(pc.rewrites), pc.what).text
+    tasks = extract_tasks(text, pc.target, pc.what)
     return [
         replace(task, name=str(recorded[task.key]["name"]), weight=int(recorded[task.key]["weight"]))
         if task.key in recorded else task
         for task in tasks
     ]
+
+
+def rewrite_pass(module: ir.Module, pc: PassContext) -> ir.Module:
+    """The linalg program the other passes tune: the input after its rewrites (unchanged where none applies)."""
+    return pc.output(rewrite_program(source_text(module), parse_rewrites(pc.rewrites), pc.what).text, module)
 
 
 def extract_tasks_pass(module: ir.Module, pc: PassContext) -> ir.Module:
@@ -110,21 +121,25 @@ def tune_options(invocation: PassInvocation) -> TuneOptions:
 
 
 def tune_pass(module: ir.Module, pc: PassContext) -> ir.Module:
-    result = pc.toolkit.tune(source_text(module), pc.target, options=tune_options(pc.invocation), name=pc.what)
+    result = pc.toolkit.tune(source_text(module), pc.target, options=tune_options(pc.invocation), name=pc.what,
+                             rewrites=pc.rewrites)
     return pc.output(result.module, module)
 
 
 def apply_best_pass(module: ir.Module, pc: PassContext) -> ir.Module:
-    return pc.output(pc.toolkit.apply_best(source_text(module), pc.invocation["log"], pc.target, pc.what), module)
+    text = pc.toolkit.apply_best(source_text(module), pc.invocation["log"], pc.target, pc.what, rewrites=pc.rewrites)
+    return pc.output(text, module)
 
 
 def emit_tuning_spec_pass(module: ir.Module, pc: PassContext) -> ir.Module:
-    text = pc.toolkit.emit_tuning_spec(source_text(module), pc.invocation["log"], pc.target, pc.what)
+    text = pc.toolkit.emit_tuning_spec(source_text(module), pc.invocation["log"], pc.target, pc.what,
+                                       rewrites=pc.rewrites)
     return pc.output(text, module)
 
 
 def emit_transform_library_pass(module: ir.Module, pc: PassContext) -> ir.Module:
-    text = pc.toolkit.emit_transform_library(source_text(module), pc.invocation["log"], pc.target, pc.what)
+    text = pc.toolkit.emit_transform_library(source_text(module), pc.invocation["log"], pc.target, pc.what,
+                                             rewrites=pc.rewrites)
     return pc.output(text, module)
 
 
@@ -168,6 +183,7 @@ def print_strategy_pass(module: ir.Module, pc: PassContext) -> ir.Module:
 
 
 PASS_FUNCTIONS: dict[str, Callable[[ir.Module, PassContext], ir.Module]] = {
+    "ansor-rewrite": rewrite_pass,
     "ansor-extract-tasks": extract_tasks_pass,
     "ansor-generate-sketches": generate_sketches_pass,
     "ansor-tune": tune_pass,

@@ -17,6 +17,7 @@ from pathlib import Path
 from ansor_mlir.core.target import known_targets
 from ansor_mlir.database.records import log_problem
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, parse_rewrites, rewrite_choices
 from ansor_mlir.measure.dask_engine import check_address
 from ansor_mlir.mlir.iree_compiler import run_tool
 from ansor_mlir.search.search_policy import POLICIES
@@ -148,6 +149,15 @@ def cluster_address(text: str) -> str:
         raise BadValue(str(exc)) from None
 
 
+def rewrites(text: str) -> str:
+    """Program rewrites by name (`none`, or names joined by `+`); kept as text, read by `parse_rewrites`."""
+    try:
+        parse_rewrites(text)
+    except ValueError as exc:
+        raise BadValue(str(exc)) from None
+    return text
+
+
 def log_file(text: str) -> Path:
     """A log the pass reads: a regular file when it exists (a FIFO or a device would hang or never end)."""
     if not text or "\0" in text:
@@ -178,12 +188,17 @@ COMMON = (
     Option("cpu", "CPU IREE compiles for", cpu_name, "host|LLVM CPU name", "host"),
     Option("threads", "runtime threads used when timing", integer(1, 1024), "1..1024", 1),
 )
+REWRITES = Option("rewrites", "program rewrites applied before tasks are formed (the tasks, records and output "
+                  "are those of the rewritten program)", rewrites, rewrite_choices(), DEFAULT_REWRITES)
+COMMON = (*COMMON, REWRITES)
 SEED = Option("seed", "random seed", integer(0, MAX_SEED), f"0..{MAX_SEED}", 0)
 READ_LOG = Option("log", "tuning log to read", log_file, "FILE", required=True)
 
 PASSES: dict[str, PassSpec] = {
     spec.name: spec
     for spec in (
+        PassSpec("ansor-rewrite", "the program after its rewrites, as linalg: the input of ordinary IREE flows "
+                 "(iree-compile with a tuning spec or transform library) for what ansor-mlir tuned", (REWRITES,)),
         PassSpec("ansor-extract-tasks", "the tasks (unique dispatches) as ansor dialect IR", COMMON),
         PassSpec("ansor-generate-sketches", "each task with its sketches (matchers with holes) as ansor dialect IR",
                  COMMON),

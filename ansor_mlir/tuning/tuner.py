@@ -101,6 +101,8 @@ class TuneOptions:
     # program against IREE's default build; they count toward `trials` (0: no verification).
     verify: int = 2
     verify_rounds: int = 15
+    # The program rewrites that made the program tuned (`frontend.program_rewrites`), written in each record.
+    rewrites: tuple[str, ...] = ()
 
 
 @dataclass
@@ -334,6 +336,7 @@ class Tuner:
             timestamp=now(),
             versions=producer_versions(),
             fingerprint=self.target.fingerprint,
+            rewrites=self.options.rewrites,
         )
 
     def _search(self, sessions: list[TaskSession], budget: Budget) -> None:

@@ -1,0 +1,85 @@
+"""Program rewrites: changes to the user's linalg program made before IREE forms its dispatches.
+
+Some speedups no schedule of a task can reach, because the task IREE forms
+has already lost what they need (a transposed convolution's task receives its
+zero-inserted input as an ordinary tensor). Those are rewrites of the whole
+program, applied once where the program enters ansor-mlir, so task
+extraction, tuning, `--ansor-apply-best`, the tuning spec and `compile` all
+see the same rewritten program and the same task keys. `rewrites=none`
+keeps the program as given. A program no rewrite changes keeps its text byte
+for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.phase_decomposition import NAME as PHASE_DECOMPOSITION
+from ansor_mlir.frontend.phase_decomposition import decompose_transposed_convolutions
+from ansor_mlir.mlir.context import new_context, parse_module
+
+# name -> rewrite of a module in place, returning how many ops it rewrote.
+REWRITES: dict[str, Callable[[ir.Module], int]] = {
+    PHASE_DECOMPOSITION: decompose_transposed_convolutions,
+}
+NO_REWRITES = "none"
+DEFAULT_REWRITES = PHASE_DECOMPOSITION
+SEPARATOR = "+"
+
+
+def rewrite_choices() -> str:
+    """The `rewrites=` syntax for help texts."""
+    return "|".join([*REWRITES, NO_REWRITES]) + f" (several joined by {SEPARATOR})"
+
+
+def parse_rewrites(text: str) -> tuple[str, ...]:
+    """`phase-decomposition`, `none`, or names joined by `+`, as the rewrites they name (in order)."""
+    if text == NO_REWRITES:
+        return ()
+    names = tuple(text.split(SEPARATOR))
+    unknown = [n for n in names if n not in REWRITES]
+    if unknown or not names or len(set(names)) != len(names):
+        raise ValueError(f"expected {NO_REWRITES} or one or more of {', '.join(REWRITES)} joined by {SEPARATOR}")
+    return names
+
+
+@dataclass(frozen=True)
+class RewrittenProgram:
+    """The program after the rewrites, and which of them changed it (name, ops rewritten)."""
+
+    text: str
+    applied: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.applied)
+
+    def summary(self) -> str:
+        """`phase-decomposition (1 op)`: what was rewritten, for notes and warnings."""
+        return ", ".join(f"{name} ({count} op{'s' * (count != 1)})" for name, count in self.applied)
+
+
+def rewrite_program(text: str, rewrites: Sequence[str], what: str) -> RewrittenProgram:
+    """`text` after `rewrites` (names of `REWRITES`); unchanged text when none of them applies."""
+    if not rewrites:
+        return RewrittenProgram(text)
+    unknown = [n for n in rewrites if n not in REWRITES]
+    if unknown:
+        raise AnsorError(f"{what}: unknown program rewrite {unknown[0]}: choose from {rewrite_choices()}")
+    try:
+        module = parse_module(text, what, new_context(allow_unregistered=True))
+    except AnsorError:
+        return RewrittenProgram(text)  # what reads the program next says what is wrong with it
+    applied = tuple((name, count) for name, count in ((n, REWRITES[n](module)) for n in rewrites) if count)
+    if not applied:
+        return RewrittenProgram(text)
+    try:
+        module.operation.verify()
+    except ir.MLIRError as exc:
+        raise AnsorError(f"{what}: rewrite {'+'.join(n for n, _ in applied)} made invalid IR "
+                         f"({str(exc).splitlines()[0]}): rerun with rewrites=none and report it") from None
+    return RewrittenProgram(module.operation.get_asm(assume_verified=True), applied)
