@@ -33,7 +33,7 @@
 // PASSES: --ansor-apply-best:
 // PASSES: log=<FILE> {{ +}}tuning log to read (required)
 // PASSES: --ansor-print-strategy:
-// PASSES: rule=<iree-default|multi-level-tiling|{{.*}}|decompose|micro-kernel>
+// PASSES: rule=<iree-default|multi-level-tiling|{{.*}}|decompose|micro-kernel|implicit-gemm|{{.*}}tensor-core{{.*}}>
 // PASSES-NEXT: only sketches derived by this rule (default: any rule)
 
 // CHECK: func.func @weights() -> tensor<8xf32>
@@ -42,7 +42,7 @@
 // CHECK-NEXT: module {
 // CHECK-NEXT: "foo.bar"() : () -> ()
 
-// UNREGISTERED: ansor-opt: error: {{.*}}flags.mlir: line 53: operation 'foo.bar' of an unregistered dialect: use --allow-unregistered-dialect to accept it
+// UNREGISTERED: ansor-opt: error: {{.*}}flags.mlir: line {{[0-9]+}}: operation 'foo.bar' of an unregistered dialect: use --allow-unregistered-dialect to accept it
 // BOTH: ansor-opt: error: --pass-pipeline cannot be combined with --ansor-* pass flags: use one or the other
 // FLAG: ansor-opt: error: unrecognized arguments: --no-such-flag (see --help)
 
