@@ -231,7 +231,8 @@ def report(args: argparse.Namespace, target: Target, tasks: list[Task], selected
            curves: dict[str, list[tuple[int, float]]], measured: dict[str, list[float]],
            logs: dict[str, list[Record]], png: Path) -> str:
     default = statistics.median(measured["IREE default"])
-    command = " ".join(["python tools/task_scheduler_report.py", *sys.argv[1:]])
+    argv = [a if a != args.note else "'<the paragraph below>'" for a in sys.argv[1:]] if args.note else sys.argv[1:]
+    command = " ".join(["python tools/task_scheduler_report.py", *argv])
     lines = [
         "# Task scheduler: Ansor's gradient scheduler vs round-robin",
         "",
