@@ -298,7 +298,8 @@ def _decompose(match: Match) -> None:
     out_type = ir.RankedTensorType(op.results[0].type)
     element = out_type.element_type
     with ir.InsertionPoint(op), op.location:
-        zero = arith.constant(element, _zero(element))
+        zeros: dict[ir.Type, ir.Value] = {}
+        zero = _zero(element, zeros)
         result = tensor.empty(list(out_type.shape), element)
         for combo in itertools.product(*(phases(dim) for dim in match.dims)):
             picked = list(zip(match.dims, combo, strict=True))
@@ -306,7 +307,7 @@ def _decompose(match: Match) -> None:
                                                                           for d, p in picked])
             value = linalg.fill(zero, outs=[tensor.empty(out_sizes, element)])
             if all(p.reads_x(d) for d, p in picked):
-                value = _phase_convolution(op, match.source, w, value, picked)
+                value = _phase_convolution(op, match.source, w, value, picked, zeros)
             result = tensor.insert_slice(value, result, [], [], [], out_offsets, out_sizes, out_strides)
         if not _is_zeros(init):
             # The accumulator's initial values (a bias) are added once, to the whole interleaved result: a
@@ -314,7 +315,9 @@ def _decompose(match: Match) -> None:
             result = _add(result, init)
     op.results[0].replace_all_uses_with(result)
     op.erase()
-    _erase_unused(match.producers[0])
+    for producer in (match.producers[0], _producer(init)):
+        if producer is not None:
+            _erase_unused(producer)
 
 
 def _erase_unused(op: ir.Operation) -> None:
@@ -329,7 +332,7 @@ def _erase_unused(op: ir.Operation) -> None:
 
 
 def _phase_convolution(op: ir.Operation, source: ir.Value, w: ir.Value, init: ir.Value,
-                       picked: Sequence[tuple[WindowDim, Phase]]) -> ir.Value:
+                       picked: Sequence[tuple[WindowDim, Phase]], zeros: dict[ir.Type, ir.Value]) -> ir.Value:
     """The convolution of one phase: the original op over `X`'s window and the phase's taps of the filter."""
     x_type = ir.RankedTensorType(source.type)
     offsets, sizes = [0] * x_type.rank, list(x_type.shape)
@@ -341,7 +344,7 @@ def _phase_convolution(op: ir.Operation, source: ir.Value, w: ir.Value, init: ir
         offsets[dim.input_dim], sizes[dim.input_dim] = first, last - first + 1
         w_offsets[dim.filter_dim], w_sizes[dim.filter_dim] = phase.first_tap, phase.taps
         w_strides[dim.filter_dim] = dim.stride
-    window = _pad(_slice(source, offsets, sizes, [1] * x_type.rank), low, high)
+    window = _pad(_slice(source, offsets, sizes, [1] * x_type.rank), low, high, zeros)
     taps = _slice(w, w_offsets, w_sizes, w_strides)
     phase_op = op.clone()
     for index, value in enumerate((window, taps, init)):
@@ -367,12 +370,12 @@ def _slice(value: ir.Value, offsets: Sequence[int], sizes: Sequence[int], stride
     return tensor.extract_slice(result, value, [], [], [], offsets, sizes, strides)
 
 
-def _pad(value: ir.Value, low: Sequence[int], high: Sequence[int]) -> ir.Value:
+def _pad(value: ir.Value, low: Sequence[int], high: Sequence[int], zeros: dict[ir.Type, ir.Value]) -> ir.Value:
     if not any(low) and not any(high):
         return value
     value_type = ir.RankedTensorType(value.type)
     shape = [n + a + b for n, a, b in zip(value_type.shape, low, high, strict=True)]
-    zero = arith.constant(value_type.element_type, _zero(value_type.element_type))
+    zero = _zero(value_type.element_type, zeros)
     pad = tensor.PadOp(ir.RankedTensorType.get(shape, value_type.element_type), value, [], [], low, high)
     block = pad.regions[0].blocks.append(*[ir.IndexType.get()] * value_type.rank)
     with ir.InsertionPoint(block):
@@ -393,7 +396,9 @@ def _add(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
     return op.result
 
 
-def _zero(element: ir.Type) -> ir.Attribute:
-    if isinstance(element, ir.IntegerType):
-        return ir.IntegerAttr.get(element, 0)
-    return ir.FloatAttr.get(element, 0.0)
+def _zero(element: ir.Type, zeros: dict[ir.Type, ir.Value]) -> ir.Value:
+    """One zero constant per element type for the whole rewrite of an op (made before its first use)."""
+    if element not in zeros:
+        attr = ir.IntegerAttr.get(element, 0) if isinstance(element, ir.IntegerType) else ir.FloatAttr.get(element, 0.0)
+        zeros[element] = arith.constant(element, attr)
+    return zeros[element]

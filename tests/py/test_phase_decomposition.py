@@ -1,0 +1,111 @@
+"""Phase decomposition: transposed convolutions without multiplying their inserted zeros, exact, on every surface."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import AVX512_CPU, pinned_target
+from onnx import TensorProto, helper, numpy_helper
+from onnx_models import onnxruntime_outputs
+
+import ansor_mlir
+from ansor_mlir import api
+from ansor_mlir.database.records import read_records
+from ansor_mlir.frontend.phase_decomposition import NAME, WindowDim, phases
+from ansor_mlir.frontend.program_rewrites import rewrite_program
+from ansor_mlir.mlir.iree_compiler import compile_vmfb
+
+
+def conv_transpose(cin: int, cout: int, size: int, kernel: int, stride: int, pad: int = 0, output_padding: int = 0,
+                   dilation: int = 1, rank: int = 2, bias: bool = False, seed: int = 0):
+    """One ONNX ConvTranspose (NCHW, weights as initializers)."""
+    rng = np.random.default_rng(seed)
+    weights = [numpy_helper.from_array(rng.standard_normal((cin, cout, *[kernel] * rank)).astype(np.float32), "w")]
+    if bias:
+        weights.append(numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "b"))
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"][:len(weights) + 1], ["y"], strides=[stride] * rank,
+                            pads=[pad] * 2 * rank, output_padding=[output_padding] * rank, dilations=[dilation] * rank)
+    out = (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_padding + 1
+    graph = helper.make_graph(
+        [node], "convtranspose", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, *[size] * rank])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, *[out] * rank])], initializer=weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def by_phases(x: np.ndarray, w: np.ndarray, dim: WindowDim) -> np.ndarray:
+    """The 1-D convolution over zero-inserted `x`, computed as the phases say: over `x` itself."""
+    y = np.zeros(dim.outputs)
+    for phase in phases(dim):
+        for q in range(phase.count):
+            for t in range(phase.taps):
+                j = q + dim.dilation * t + phase.shift
+                if 0 <= j < dim.size:
+                    y[phase.residue + dim.stride * q] += x[j] * w[phase.first_tap + dim.stride * t]
+    return y
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("kernel", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("dilation", [1, 2, 3])
+def test_phases_compute_the_convolution_over_the_zero_inserted_input(stride, kernel, dilation):
+    if math.gcd(stride, dilation) != 1:
+        pytest.skip("not decomposed: each phase would need another dilation")
+    rng = np.random.default_rng(stride * 100 + kernel * 10 + dilation)
+    size = 4
+    for offset in range(0, dilation * (kernel - 1) + 2):
+        for extra in range(0, stride + 2):
+            padded = offset + stride * (size - 1) + 1 + extra
+            outputs = padded - dilation * (kernel - 1)
+            if outputs <= 0:
+                continue
+            x, w = rng.standard_normal(size), rng.standard_normal(kernel)
+            z = np.zeros(padded)
+            z[offset:offset + stride * (size - 1) + 1:stride] = x
+            direct = [sum(z[y + dilation * k] * w[k] for k in range(kernel)) for y in range(outputs)]
+            dim = WindowDim(0, 0, 0, stride, offset, size, kernel, dilation, outputs)
+            np.testing.assert_allclose(by_phases(x, w, dim), direct, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [
+    dict(cin=6, cout=5, size=5, kernel=4, stride=2, pad=1, bias=True),   # the suite's T2D, small, with a bias
+    dict(cin=3, cout=4, size=4, kernel=2, stride=3, output_padding=1),  # kernel < stride: phases without taps
+    dict(cin=3, cout=2, size=6, kernel=3, stride=2, pad=1, output_padding=1, dilation=3, rank=1),
+], ids=["t2d-bias", "kernel-below-stride", "1d-dilated"])
+def test_convtranspose_matches_onnxruntime(shape):
+    model = conv_transpose(**shape)
+    x = np.random.default_rng(1).standard_normal((1, shape["cin"], *[shape["size"]] * shape.get("rank", 2)))
+    x = x.astype(np.float32)
+    source = ansor_mlir.load_model(model)
+    assert rewrite_program(source.text, (NAME,), "m").names == (NAME,)
+    (expected,) = onnxruntime_outputs(model, x)
+    np.testing.assert_allclose(np.asarray(ansor_mlir.compile(source)(x)), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [
+    dict(cin=2, cout=3, size=5, kernel=3, stride=1, pad=1),  # nothing inserted
+    dict(cin=2, cout=3, size=5, kernel=3, stride=2, dilation=2),  # dilation sharing a factor with the stride
+], ids=["stride-1", "dilation-2-stride-2"])
+def test_other_convolutions_keep_their_text(shape):
+    text = ansor_mlir.load_model(conv_transpose(**shape)).text
+    assert rewrite_program(text, (NAME,), "m").text == text
+
+
+def test_every_surface_sees_the_rewritten_program(tmp_path):
+    """Tuning (zero-trial picks, compiled for a pinned CPU), records, apply-best and the spec's warning."""
+    model = ansor_mlir.load_model(conv_transpose(cin=8, cout=8, size=4, kernel=4, stride=2, pad=1, rank=1))
+    target = pinned_target(AVX512_CPU)
+    log = tmp_path / "l.jsonl"
+    result = api.tune(model, target, trials=0, log=log, progress=False)
+    records = read_records(log)
+    tasks = {t.key for t in api.extract_tasks(model, target) if t.tunable}
+    assert records and {r.task_key for r in records} == tasks
+    assert all(r.rewrites == (NAME,) for r in records)
+    original = max(api.extract_tasks(model, target, rewrites="none"), key=lambda t: t.flops)
+    assert original.key not in tasks  # the convolution over the zeros is no task of the rewritten program
+    assert sum(t.flops for t in api.extract_tasks(model, target) if t.key != original.key) < original.flops
+    assert api.apply_best(model, log, target) == result.module
+    assert compile_vmfb(result.module, [], tmp_path / "tuned.vmfb").ok
+    with pytest.warns(UserWarning, match="ansor-rewrite"):
+        api.emit_tuning_spec(model, log, target)
