@@ -127,6 +127,19 @@ def iree_contender(key: str, name: str, extra_flags: tuple[str, ...]) -> Contend
     return Contender(key, name, prepare)
 
 
+def prepare_iree_rewritten(workload: Workload, inputs: list[np.ndarray], settings: Settings) -> Prepared:
+    """IREE's own configurations on the program after ansor-mlir's program rewrites: what rewriting alone gains."""
+    from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, parse_rewrites, rewrite_program
+
+    start = time.perf_counter()
+    changed = rewrite_program(workload.mlir, parse_rewrites(DEFAULT_REWRITES), workload.label)
+    if not changed.applied:
+        raise Unavailable("skipped", "no program rewrite applies")
+    vmfb = _build(changed.text, settings.target.compile_flags(),
+                  settings.out_dir / "vmfb" / f"{slug(workload)}.iree-rw.vmfb")
+    return _iree_prepared(vmfb, workload, inputs, settings, time.perf_counter() - start, note=changed.summary())
+
+
 def ansor_curve(log: Path, weights: dict[str, int], target_key: str) -> tuple[float, ...]:
     """Weighted sum of each task's best time so far, after every trial in log order.
 
@@ -239,6 +252,7 @@ CONTENDERS: dict[str, Contender] = {
     for c in (
         Contender("ansor", "ansor-mlir tuned", prepare_ansor),
         iree_contender("iree", "IREE default", ()),
+        Contender("iree-rw", "IREE default, rewritten", prepare_iree_rewritten),
         iree_contender("iree-dt", "IREE data-tiling", IREE_DATA_TILING),
         iree_contender("iree-uk", "IREE DT+ukernels", IREE_UKERNELS),
         Contender("torch", "PyTorch", prepare_torch),

@@ -39,7 +39,9 @@ def parser() -> argparse.ArgumentParser:
                    help="explicit shape row for one op, e.g. GMM=1,64,64,64 (repeatable; overrides --shapes)")
     p.add_argument("--trials", type=int, default=32, help="ansor-mlir trials per task")
     p.add_argument("--tvm-trials", type=int, default=None, help="TVM MetaSchedule trials per op (default: --trials)")
-    p.add_argument("--contenders", default="", help="comma-separated keys: ansor,iree,iree-dt,iree-uk,torch,numpy,tvm")
+    p.add_argument("--contenders", default="",
+                   help="comma-separated keys: ansor,iree,iree-rw,iree-dt,iree-uk,torch,numpy,tvm "
+                        "(iree-rw: IREE default on the program after ansor-mlir's program rewrites)")
     p.add_argument("--quick", action="store_true", help="smoke run: fewer timing rounds, quick roofline")
     p.add_argument("--rounds", type=int, default=None, help="alternating timing rounds (default 10, quick 3)")
     p.add_argument("--out", type=Path, default=Path("runs/bench"), help="output directory")
