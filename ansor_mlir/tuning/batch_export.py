@@ -111,10 +111,12 @@ def export_candidates(chosen: Sequence[tuple[Task, Sketch, Candidate]], target: 
     for (task, sketch, candidate), build in zip(chosen, builds, strict=True):
         if not build.ok or build.program is None:
             failed.append(make_record(target, task, candidate, sketch,
-                                      MeasureResult(build.error, compile_s=build.compile_s, message=build.message)))
+                                      MeasureResult(build.error, compile_s=build.compile_s, message=build.message),
+                                      options.rewrites))
             continue
         inputs, references = data[task.key]
-        record = make_record(target, task, candidate, sketch, replace(PENDING, compile_s=build.compile_s))
+        record = make_record(target, task, candidate, sketch, replace(PENDING, compile_s=build.compile_s),
+                             options.rewrites)
         items.append(BatchItem(f"{task.name}/{len(items)}", RunInput(build.program, inputs, references),
                                json.loads(record.to_json())))
     write_batch(path, Batch(target.key, target.threads, tuple(items)))

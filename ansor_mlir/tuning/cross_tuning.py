@@ -144,7 +144,7 @@ def _choose(task: Task, target: Target, options: TuneOptions, picks: int, policy
             result = MeasureResult(build.error, compile_s=build.compile_s, message=build.message)
         else:
             result = _run(emulated, build.program, inputs, references, why, build.compile_s)
-        return make_record(target, task, candidate, sketch, result)
+        return make_record(target, task, candidate, sketch, result, options.rewrites)
 
     default = verify(Candidate(task.key, 0, ()), sketches[0], BuildInput(task.key, flow, task.root_index, None),
                      "IREE's default")
@@ -169,7 +169,8 @@ def _run(runner: QemuRunner, program: BuiltProgram, inputs: tuple[bytes, ...], r
     return replace(result, compile_s=compile_s, message=message)
 
 
-def make_record(target: Target, task: Task, candidate: Candidate, sketch: Sketch, result: MeasureResult) -> Record:
+def make_record(target: Target, task: Task, candidate: Candidate, sketch: Sketch, result: MeasureResult,
+                rewrites: tuple[str, ...] = ()) -> Record:
     return Record(target=target.key, task_key=task.key, task_name=task.name, candidate=candidate, sketch=sketch,
                   config=render_config(sketch, candidate, task), root_index=task.root_index, result=result,
-                  timestamp=now(), versions=producer_versions(), fingerprint=target.fingerprint)
+                  timestamp=now(), versions=producer_versions(), fingerprint=target.fingerprint, rewrites=rewrites)
