@@ -77,7 +77,7 @@ def run_networks(args) -> list[NetworkResult]:
     done = read_results(results_path)
     for threads in args.threads:
         for name in args.models:
-            if (name, threads) in done:
+            if (name, threads) in done or args.report_only:
                 continue
             onnx_path = export(MODELS[name], args.work / f"{name}.onnx")
             log = args.work / f"{name}_t{threads}.jsonl"
@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unseen", action="store_true", help="also the unseen model through ansor-compile")
     parser.add_argument("--unseen-trials", type=int, default=48)
     parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/networks.md)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write the doc from the results in --work; tune and time nothing more")
     args = parser.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
     unknown = [m for m in args.models if m not in MODELS]
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rt.flags.parse_flags(f"--task_topology_max_group_count={max(args.threads)}")
     results = run_networks(args)
-    unseen = run_unseen(args) if args.unseen else None
+    unseen = run_unseen(args) if args.unseen and not args.report_only else None
     if args.docs:
         write_doc(args.docs, args, results, unseen)
     return 0
