@@ -186,7 +186,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rt.flags.parse_flags(f"--task_topology_max_group_count={max(args.threads)}")
     results = run_networks(args)
-    unseen = run_unseen(args) if args.unseen and not args.report_only else None
+    unseen_file = args.work / "unseen" / "result.md"
+    if args.unseen and not args.report_only:
+        unseen_file.parent.mkdir(parents=True, exist_ok=True)
+        unseen_file.write_text(run_unseen(args))
+    unseen = unseen_file.read_text() if unseen_file.exists() else None
     if args.docs:
         write_doc(args.docs, args, results, unseen)
     return 0
