@@ -26,8 +26,6 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.tuning.task_result import TaskResult
 
 SCHEDULERS = ("gradient", "round-robin")
-# Tasks whose FLOP counts are within one step of this logarithm's base are similar (Ansor's log base).
-SIMILAR_FLOPS_BASE = 1.618
 # A similar task's rounds past which, if it still runs under 1/beta of its group's best speed, it leaves the group.
 DISSIMILAR_AFTER_ROUNDS = 5
 
@@ -103,14 +101,16 @@ def task_state(best_history: Sequence[float], batch: int) -> TaskState:
 
 
 def similarity_tag(task: Task) -> tuple:
-    """Tasks with equal tags are similar: the same root op kind and loop structure, FLOPs within a log step.
+    """Tasks with equal tags are similar: the same root op kind (name, body, element type) and loop shape.
 
-    Ansor tags a task by its ops and log(FLOPs); here the root op's name, its
-    iterator types, body ops and element type say what kind of op it is.
+    Ansor tags a task by its ops and log(FLOPs), which puts convolutions of
+    other spatial and channel sizes but similar FLOPs together (ResNet-18's
+    7x7x512 and 28x28x128 3x3 convolutions), though they reach very different
+    speeds; the same shape with another fused epilogue (a residual add) is
+    what can be expected to run alike.
     """
     root = task.root
-    return (root.name, root.iterator_types, root.body_ops, root.element_type,
-            int(math.log(task.flops + 1, SIMILAR_FLOPS_BASE)))
+    return (root.name, root.iterator_types, root.loop_extents, root.body_ops, root.element_type)
 
 
 def similar_groups(tasks: Sequence[Task], states: Sequence[TaskState], beta: float) -> list[tuple[int, ...]]:

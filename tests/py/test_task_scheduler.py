@@ -47,9 +47,10 @@ def test_tasks_with_nothing_left_are_skipped_and_nothing_left_stops():
     assert picks([], batch=8) == []
 
 
-def make_task(name: str, flops: int, weight: int = 1, kind: str = "linalg.matmul") -> Task:
-    """A task with only what the scheduler reads: its root op's kind, FLOPs and weight."""
-    root = RootOp(kind, (64, 64, 64), ("parallel", "parallel", "reduction"),
+def make_task(name: str, flops: int, weight: int = 1, kind: str = "linalg.matmul",
+              shape: tuple[int, ...] = (64, 64, 64)) -> Task:
+    """A task with only what the scheduler reads: its root op's kind and loop shape, FLOPs and weight."""
+    root = RootOp(kind, shape, ("parallel", "parallel", "reduction"),
                   tuple(AffineMap.projection(3, dims) for dims in ((0, 2), (2, 1), (0, 1))),
                   ("tensor<64x64xf32>",) * 3, "f32", 4, ("arith.mulf", "arith.addf"))
     return Task(name, name, "", name, (), (), (kind,), root, 0, flops, weight)
@@ -109,6 +110,9 @@ def test_a_task_far_below_its_similar_tasks_speed_is_worth_more():
     fast, slow = make_task("fast", 1_000_000), make_task("slow", 1_000_000)
     other = make_task("other", 1_000_000, kind="linalg.conv")
     assert similar_groups([fast, slow, other], [task_state([1.0], BATCH)] * 3, 2.0) == [(0, 1), (0, 1), (2,)]
+    # The same op and FLOPs in another shape is not similar: it may never reach the other's speed.
+    reshaped = make_task("reshaped", 1_000_000, shape=(16, 256, 64))
+    assert similar_groups([fast, reshaped], [task_state([1.0], BATCH)] * 2, 2.0) == [(0,), (1,)]
     # Ten rounds each, no recent progress: the 1/t decay alone favours the slowest task ...
     results = [result(fast, [1.0] * 41), result(slow, [1.5] * 41), result(other, [6.0] * 41)]
     assert GradientScheduler(BATCH, GREEDY).next_task(results, [8, 8, 8]) == 2
