@@ -83,10 +83,14 @@ def tune(model: str, run: Run, trials: int, batch: int, seed: int) -> None:
     api.tune(model, options=options, callbacks=[RoundLog(run.rounds)])
 
 
+# A longer pause between two trials is a stopped run resumed later, not search time.
+PAUSE_S = 300.0
+
+
 def search_wall_s(records: list[Record]) -> float:
-    """Seconds from the first search trial (after IREE's defaults) to the last record."""
-    search = [r.timestamp for r in records if not r.is_default]
-    return max(search) - min(search) if search else 0.0
+    """Seconds between consecutive search trials (after IREE's defaults), pauses of a stopped run left out."""
+    times = sorted(r.timestamp for r in records if not r.is_default)
+    return sum(b - a for a, b in zip(times, times[1:], strict=False) if b - a < PAUSE_S)
 
 
 def estimate_curve(records: list[Record], tasks: list[Task], target: Target) -> list[tuple[int, float]]:
@@ -231,7 +235,8 @@ def report(args: argparse.Namespace, target: Target, tasks: list[Task], selected
            curves: dict[str, list[tuple[int, float]]], measured: dict[str, list[float]],
            logs: dict[str, list[Record]], png: Path) -> str:
     default = statistics.median(measured["IREE default"])
-    argv = [a if a != args.note else "'<the paragraph below>'" for a in sys.argv[1:]] if args.note else sys.argv[1:]
+    argv = [{args.note: "'<the paragraph below>'", args.findings: "'<the paragraph after the table>'"}.get(a, a)
+            if a in (args.note, args.findings) and a else a for a in sys.argv[1:]]
     command = " ".join(["python tools/task_scheduler_report.py", *argv])
     lines = [
         "# Task scheduler: Ansor's gradient scheduler vs round-robin",
@@ -271,6 +276,8 @@ def report(args: argparse.Namespace, target: Target, tasks: list[Task], selected
                          f"{f'{program * 1e3:.3f}' if program else '-'} | "
                          f"{f'{default / program:.2f}x' if program else '-'} |")
     lines += ["", f"![estimated and measured end-to-end latency against trials]({png.name})", ""]
+    if args.findings:
+        lines += [args.findings, ""]
     lines += ["Trials per task at the end of each run (the gradient scheduler's allocation):", "",
               "| task | weight | GFLOP | " + " | ".join(r.scheduler for r in selected) + " |",
               "|---|---:|---:|" + "---:|" * len(selected)]
@@ -287,9 +294,9 @@ def report(args: argparse.Namespace, target: Target, tasks: list[Task], selected
               "so it grows with tasks x rounds, never with the log's length beyond that): "
               + ", ".join(f"{n} tasks x {t} trials: {c * 1e3:.2f} ms" for n, t, c in costs) + ". The tuner reads "
               "only the log lines appended since its last look."]
-    lines += ["", "Wall time of the search (first to last search trial; both runs at once, `nice`d, beside other "
-              "jobs on the 2 cores): " + ", ".join(f"{s} {search_wall_s(r) / 60:.1f} min" for s, r in logs.items())
-              + "."]
+    lines += ["", f"Wall time of the search (between consecutive search trials, pauses over {PAUSE_S / 60:.0f} min "
+              "left out; `nice`d, beside other jobs on the 2 cores): "
+              + ", ".join(f"{s} {search_wall_s(r) / 60:.1f} min" for s, r in logs.items()) + "."]
     lines.append("")
     return "\n".join(lines)
 
@@ -309,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-tune", action="store_true", help="measure the logs in --workdir and write the doc")
     parser.add_argument("--reuse-measured", action="store_true",
                         help="take the whole-model times from the last run's --workdir/measured.json")
+    parser.add_argument("--findings", default="", help="a paragraph after the table: what the numbers show")
     parser.add_argument("--note", default="", help="a sentence for the doc (how the logs were made, when not here)")
     args = parser.parse_args(argv)
     if args.checkpoints is None:
