@@ -511,8 +511,25 @@ def compile(
     tgt = resolve_target(target)
     text = rewritten("compile", source.text, source.name, rewrites).text
     spec = tuning_spec(text, source.name, log, tgt) if log is not None else None
+    vmfb, why = _build_model(source, text, tgt, spec, embed_parameters)
+    if vmfb is None and spec is not None:
+        # IREE 3.13 can fail on a spec where attaching the same records at the dispatches builds: fall back.
+        warnings.warn(f"{source.name}: IREE could not build the model with the log's tuning spec ({why}); built "
+                      "it from the dispatches with the records attached instead, which runs the weights' layout "
+                      "transforms on every call", stacklevel=2)
+        vmfb, why = _build_model(source, apply_best(source.text, log, tgt, source.name, rewrites), tgt, None,
+                                 embed_parameters)
+    if vmfb is None:
+        raise AnsorError(f"{source.name}: IREE could not compile it: {why}")
+    kept = b"" if embed_parameters else source.parameters
+    return CompiledModel(vmfb, source.entry, tgt.runtime_device(), kept, source.scope)
+
+
+def _build_model(source: ModelSource, text: str, target: Target, spec: str | None, embed_parameters: bool,
+                 ) -> tuple[bytes | None, str]:
+    """The model's `.vmfb` built from `text` (with `spec`, a tuning spec), or None and IREE's first error."""
     with tempfile.TemporaryDirectory(prefix="ansor-compile-") as tmp:
-        flags = tgt.compile_flags()
+        flags = target.compile_flags()
         if spec is not None:
             (Path(tmp) / "spec.mlir").write_text(spec)
             flags = [*flags, f"--iree-codegen-tuning-spec-path={Path(tmp) / 'spec.mlir'}"]
@@ -522,10 +539,8 @@ def compile(
         result = compile_vmfb(text, flags, out, timeout_s=MODEL_COMPILE_TIMEOUT_S,
                               memory_bytes=MODEL_COMPILE_MEMORY_BYTES)
         if not result.ok:
-            raise AnsorError(f"{source.name}: IREE could not compile it: {first_error_line(result.stderr)}")
-        vmfb = out.read_bytes()
-    kept = b"" if embed_parameters else source.parameters
-    return CompiledModel(vmfb, source.entry, tgt.runtime_device(), kept, source.scope)
+            return None, first_error_line(result.stderr)
+        return out.read_bytes(), ""
 
 
 def run_pipeline(
