@@ -157,6 +157,8 @@ def write_doc(path: Path, args, results: list[NetworkResult], unseen: str | None
         "",
         markdown(results),
     ]
+    if args.note:
+        text += [args.note, ""]
     if unseen:
         text += ["## A model no test has seen, in one command", "", unseen, ""]
     path.write_text("\n".join(text))
@@ -172,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unseen", action="store_true", help="also the unseen model through ansor-compile")
     parser.add_argument("--unseen-trials", type=int, default=48)
     parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/networks.md)")
+    parser.add_argument("--note", default="", help="a paragraph for the doc: how this run came about")
     parser.add_argument("--report-only", action="store_true",
                         help="write the doc from the results in --work; tune and time nothing more")
     args = parser.parse_args(argv)
