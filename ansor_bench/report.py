@@ -50,7 +50,8 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name, for a report's header."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -60,7 +61,8 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _git_commit(repo: Path) -> str:
+def git_commit(repo: Path) -> str:
+    """The short commit of `repo`, marked when tracked files have uncommitted changes, for a report's header."""
     try:
         out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, check=True).stdout.strip()
@@ -76,9 +78,9 @@ def run_metadata(command: str, budgets: dict, repo: Path) -> dict:
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command,
-        "machine": {"cpu": _cpu_model(), "logical_cpus": os.cpu_count(), "os": platform.platform()},
+        "machine": {"cpu": cpu_model(), "logical_cpus": os.cpu_count(), "os": platform.platform()},
         "versions": {
-            "ansor-mlir": f"{_version('ansor-mlir')} @ {_git_commit(repo)}",
+            "ansor-mlir": f"{_version('ansor-mlir')} @ {git_commit(repo)}",
             "python": platform.python_version(),
             **{dist: _version(dist) for dist in ("iree-base-compiler", "iree-base-runtime", "numpy", "torch",
                                                  "apache-tvm", "apache-tvm-ffi")},
