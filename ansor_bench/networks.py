@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ansor_bench.timing import mismatch, time_alternately
+from ansor_mlir.core.target import Target
+from ansor_mlir.frontend.model_source import ModelSource
 
 CONTENDERS = ("tuned", "iree_default", "onnxruntime", "pytorch")
 
@@ -55,31 +57,30 @@ def pytorch_reference(reference: str):
     return load_factory(reference)
 
 
-def tune_network(onnx_path: Path, threads: int, trials: int, log: Path, seed: int = 0) -> float:
-    """Tune the model with `trials` in all (resumes from `log`); returns the seconds it took."""
+def tune_network(source: ModelSource, target: Target, trials: int, log: Path, seed: int = 0) -> float:
+    """Tune the imported model with `trials` in all (resumes from `log`); returns the seconds it took."""
     from ansor_mlir import api
-    from ansor_mlir.core.target import parse_target
 
-    target = api.resolve_target(parse_target("llvm-cpu", threads=threads))
     start = time.perf_counter()
-    api.tune(api.load_model(onnx_path), target, trials=trials, log=log, seed=seed, progress=False)
+    api.tune(source, target, trials=trials, log=log, seed=seed, progress=False)
     return time.perf_counter() - start
 
 
-def measure_network(name: str, reference: str, onnx_path: Path, threads: int, log: Path, tasks: int, trials: int,
-                    tune_s: float, rounds: int = 10) -> NetworkResult:
-    """Time the four contenders alternately at `threads`; outputs checked against PyTorch eager."""
+def measure_network(name: str, reference: str, onnx_path: Path, source: ModelSource, target: Target, log: Path,
+                    tasks: int, trials: int, tune_s: float, rounds: int = 10) -> NetworkResult:
+    """Time the four contenders alternately at the target's threads; outputs checked against PyTorch eager.
+
+    `source` is `onnx_path` imported (onnxruntime runs the file itself)."""
     import onnxruntime as ort
     import torch
 
     import ansor_mlir
-    from ansor_mlir.core.target import parse_target
 
-    target = ansor_mlir.api.resolve_target(parse_target("llvm-cpu", threads=threads))
+    threads = target.threads
     module, inputs = pytorch_reference(reference)
     arrays = [x.numpy() for x in inputs]
-    tuned = ansor_mlir.compile(onnx_path, target, log)
-    default = ansor_mlir.compile(onnx_path, target, None)
+    tuned = ansor_mlir.compile(source, target, log)
+    default = ansor_mlir.compile(source, target, None)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1

@@ -85,12 +85,13 @@ def run_networks(args) -> list[NetworkResult]:
             from ansor_mlir import api
             from ansor_mlir.core.target import parse_target
 
-            tasks = sum(t.tunable for t in api.extract_tasks(
-                api.load_model(onnx_path), api.resolve_target(parse_target("llvm-cpu", threads=threads))))
+            source = api.load_model(onnx_path)
+            target = api.resolve_target(parse_target("llvm-cpu", threads=threads))
+            tasks = sum(t.tunable for t in api.extract_tasks(source, target))
             trials = args.trials_per_task * tasks
             print(f"{name} at {threads} thread(s): {tasks} tasks, {trials} trials", flush=True)
-            tune_s = tune_network(onnx_path, threads, trials, log, args.seed)
-            result = measure_network(name, MODELS[name], onnx_path, threads, log, tasks, trials, tune_s)
+            tune_s = tune_network(source, target, trials, log, args.seed)
+            result = measure_network(name, MODELS[name], onnx_path, source, target, log, tasks, trials, tune_s)
             print(json.dumps(result.to_json()), flush=True)
             with results_path.open("a") as out:
                 out.write(json.dumps(result.to_json()) + "\n")
@@ -117,9 +118,8 @@ def run_unseen(args) -> str:
     seconds = time.perf_counter() - start
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).standard_normal((1, 1, 40, 98), dtype=np.float32)
-    function = ansor_mlir.compile(onnx_path).function
-    tuned = CompiledModel((work / "tuned.vmfb").read_bytes(), function)
     default = ansor_mlir.compile(onnx_path)
+    tuned = CompiledModel((work / "tuned.vmfb").read_bytes(), default.function)
     expected = session.run(None, {session.get_inputs()[0].name: x})
     why = mismatch([tuned(x)], [np.asarray(expected[0])])
     timings = time_alternately({"tuned": lambda: tuned(x), "iree_default": lambda: default(x)}, rounds=15,
