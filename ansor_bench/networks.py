@@ -80,7 +80,8 @@ def measure_network(name: str, reference: str, onnx_path: Path, source: ModelSou
     module, inputs = pytorch_reference(reference)
     arrays = [x.numpy() for x in inputs]
     tuned = ansor_mlir.compile(source, target, log)
-    default = ansor_mlir.compile(source, target, None)
+    # IREE's default: the model as imported, built by IREE alone (no program rewrites of ours).
+    default = ansor_mlir.compile(source, target, None, rewrites="none")
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1

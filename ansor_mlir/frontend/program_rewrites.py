@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.channels_last import NAME as CHANNELS_LAST
+from ansor_mlir.frontend.channels_last import convert_to_channels_last
 from ansor_mlir.frontend.phase_decomposition import NAME as PHASE_DECOMPOSITION
 from ansor_mlir.frontend.phase_decomposition import decompose_transposed_convolutions
 from ansor_mlir.mlir.context import new_context, parse_module
@@ -25,10 +27,12 @@ from ansor_mlir.mlir.context import new_context, parse_module
 # name -> rewrite of a module in place, returning how many ops it rewrote.
 REWRITES: dict[str, Callable[[ir.Module], int]] = {
     PHASE_DECOMPOSITION: decompose_transposed_convolutions,
+    CHANNELS_LAST: convert_to_channels_last,
 }
 NO_REWRITES = "none"
-DEFAULT_REWRITES = PHASE_DECOMPOSITION
 SEPARATOR = "+"
+# Phase decomposition first: the convolutions it makes are then channels-last ones too.
+DEFAULT_REWRITES = SEPARATOR.join((PHASE_DECOMPOSITION, CHANNELS_LAST))
 
 
 def rewrite_choices() -> str:
@@ -37,7 +41,7 @@ def rewrite_choices() -> str:
 
 
 def parse_rewrites(text: str) -> tuple[str, ...]:
-    """`phase-decomposition`, `none`, or names joined by `+`, as the rewrites they name (in order)."""
+    """`phase-decomposition`, `channels-last`, `none`, or names joined by `+`, as the rewrites they name (in order)."""
     if text == NO_REWRITES:
         return ()
     names = tuple(text.split(SEPARATOR))

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from math import prod
 
 from iree.compiler import ir
+from iree.compiler.dialects import arith, linalg, tensor
 from iree.compiler.dialects import func as func_dialect
-from iree.compiler.dialects import linalg, tensor
 
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, RootOp, Task
@@ -208,9 +208,10 @@ def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tupl
                 bound, loaded = bindings[_argument_number(op.operands[0])], op.results[0].type
                 inputs.append(loaded if bound == loaded and _is_full(op) else bound)
             elif op.name == STORE:
-                if bindings[_argument_number(op.operands[1])] != op.operands[0].type or not _is_full(op):
-                    return None  # a partial store (e.g. a pad copy): not a compute task
-                outputs.append(op.operands[0].type)
+                # A partial store (a result written into a padded buffer for the next op's window) returns the
+                # whole buffer, its border zero: IREE then forms the same dispatch (loops not collapsed) as in
+                # the program.
+                outputs.append(bindings[_argument_number(op.operands[1])])
         if not outputs or not any(op.name.startswith("linalg.") and op.name not in STRUCTURAL_SKIP for op in ops):
             return None
         task = func_dialect.FuncOp("task", (inputs, outputs), ip=ir.InsertionPoint(scratch.body))
@@ -227,7 +228,8 @@ def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tupl
                     loaded.replace_all_uses_with(arg)
                 op.erase()
             elif op.name == STORE:
-                results.append(op.operands[0])
+                stored, bound = op.operands[0], bindings[_argument_number(op.operands[1])]
+                results.append(stored if stored.type == bound and _is_full(op) else _insert(op, stored, bound, end))
                 op.erase()
             elif op.name != "func.return":
                 op.detach_from_parent()
@@ -255,6 +257,17 @@ def _slice(load: ir.Operation, source: ir.Value, ip: ir.InsertionPoint) -> ir.Va
         _array_ints(load, "static_offsets"), _array_ints(load, "static_sizes"), _array_ints(load, "static_strides"),
         ip=ip,
     ).result
+
+
+def _insert(store: ir.Operation, value: ir.Value, bound: ir.Type, ip: ir.InsertionPoint) -> ir.Value:
+    """`tensor.insert_slice` of `value` into zeros of the bound tensor, at the store's static offsets and strides."""
+    bound = ir.RankedTensorType(bound)
+    element = bound.element_type
+    zero = ir.IntegerAttr.get(element, 0) if isinstance(element, ir.IntegerType) else ir.FloatAttr.get(element, 0.0)
+    with ip:
+        zeros = linalg.fill(arith.constant(element, zero), outs=[tensor.empty(list(bound.shape), element)])
+        return tensor.insert_slice(value, zeros, [], [], [], _array_ints(store, "static_offsets"),
+                                   _array_ints(store, "static_sizes"), _array_ints(store, "static_strides"))
 
 
 def _array_ints(op: ir.Operation, attr: str) -> list[int]:

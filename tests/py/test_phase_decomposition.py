@@ -101,7 +101,7 @@ def test_every_surface_sees_the_rewritten_program(tmp_path):
     records = read_records(log)
     tasks = {t.key for t in api.extract_tasks(model, target) if t.tunable}
     assert records and {r.task_key for r in records} == tasks
-    assert all(r.rewrites == (NAME,) for r in records)
+    assert all(NAME in r.rewrites for r in records)  # channels-last as well: the model is NCW
     original = max(api.extract_tasks(model, target, rewrites="none"), key=lambda t: t.flops)
     assert original.key not in tasks  # the convolution over the zeros is no task of the rewritten program
     assert sum(t.flops for t in api.extract_tasks(model, target) if t.key != original.key) < original.flops

@@ -1,0 +1,98 @@
+"""Channels-last rewrite: NCHW convolutions become NHWC ones before IREE forms its dispatches.
+
+ONNX and PyTorch models arrive channels-first (`linalg.conv_2d_nchw_fchw`,
+`linalg.depthwise_conv_2d_nchw_chw`). There a convolution's contiguous
+dimension is the image width, the reduction over channels strides across
+whole planes, and no register tile of a task can make the channel loop both
+vectorized and contiguous: IREE's default build of ResNet-50 ran 1.9x slower
+than the same program channels-last (Zen 4, 1 thread), before any tuning.
+Channels-last, a 1x1 convolution is a matmul, a KxK one a GEMM over
+contiguous channel panels, and a depthwise one a channel-vector loop: the
+shapes the micro-kernel and depthwise sketches tile.
+
+The rewrite wraps each convolution in transposes (input and filter in,
+result out); IREE's global optimization then propagates them through the
+elementwise ops between convolutions and cancels the pairs, and hoists the
+filter transposes of constant weights out of the program's calls. Regular
+convolutions go through IREE's own preprocessing passes (conv to channels
+last, then 1x1 filters to matmuls); depthwise convolutions and poolings,
+which those passes leave as they are, are rewritten here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from iree.compiler import ir, passmanager
+from iree.compiler.dialects import linalg, tensor
+
+NAME = "channels-last"
+
+# IREE's preprocessing passes, run on each function: NCHW/FCHW convolutions to NHWC/HWCF, then 1x1 ones to matmuls.
+IREE_PASSES = "iree-preprocessing-convert-conv-to-channels-last,iree-preprocessing-convert-1x1-filter-conv2d-to-matmul"
+FUNCTION_OPS = ("func.func", "util.func")
+CHANNELS_FIRST_CONVOLUTIONS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_2d_ngchw_fgchw",
+                               "linalg.conv_2d_ngchw_gfchw", "linalg.conv_3d_ncdhw_fcdhw")
+# NCHW -> NHWC, CHW -> HWC, and NHWC -> NCHW.
+TO_NHWC = (0, 2, 3, 1)
+TO_HWC = (1, 2, 0)
+TO_NCHW = (0, 3, 1, 2)
+# Per-channel window ops IREE's passes leave channels-first: name -> (channels-last builder, filter permutation;
+# None: the filter is the window's shape only, the same in both layouts).
+PER_CHANNEL_OPS: dict[str, tuple[Callable[..., ir.Value], tuple[int, ...] | None]] = {
+    "linalg.depthwise_conv_2d_nchw_chw": (linalg.depthwise_conv_2d_nhwc_hwc, TO_HWC),
+    "linalg.pooling_nchw_max": (linalg.pooling_nhwc_max, None),
+    "linalg.pooling_nchw_sum": (linalg.pooling_nhwc_sum, None),
+}
+
+
+def convert_to_channels_last(module: ir.Module) -> int:
+    """Rewrite `module`'s channels-first convolutions in place; returns how many it rewrote."""
+    per_channel = [op for op in _walk(module.operation) if op.name in PER_CHANNEL_OPS and _static(op)]
+    for op in per_channel:
+        _per_channel_to_nhwc(op)
+    regular = _count(module, CHANNELS_FIRST_CONVOLUTIONS)
+    if regular:
+        functions = {op.name for op in _walk(module.operation) if op.name in FUNCTION_OPS}
+        nested = ",".join(f"{kind}({IREE_PASSES})" for kind in FUNCTION_OPS if kind in functions)
+        with module.context:
+            passmanager.PassManager.parse(f"builtin.module({nested})").run(module.operation)
+    return len(per_channel) + regular - _count(module, CHANNELS_FIRST_CONVOLUTIONS)
+
+
+def _per_channel_to_nhwc(op: ir.Operation) -> None:
+    """`op_nchw(x, w, init)` -> the transpose back of `op_nhwc(x', w', init')`, same window attributes."""
+    build, filter_permutation = PER_CHANNEL_OPS[op.name]
+    x, w, init = op.operands[0], op.operands[1], op.operands[2]
+    window = {name: op.attributes[name] for name in ("strides", "dilations") if name in op.attributes}
+    with ir.InsertionPoint(op), op.location:
+        w = w if filter_permutation is None else _transpose(w, filter_permutation)
+        result = build(_transpose(x, TO_NHWC), w, outs=[_transpose(init, TO_NHWC)], **window)
+        back = _transpose(result, TO_NCHW)
+    op.results[0].replace_all_uses_with(back)
+    op.erase()
+
+
+def _transpose(value: ir.Value, permutation: tuple[int, ...]) -> ir.Value:
+    source = ir.RankedTensorType(value.type)
+    shape = [source.shape[p] for p in permutation]
+    op = linalg.transpose(value, outs=[tensor.empty(shape, source.element_type)], permutation=list(permutation))
+    return op.results[0]  # the builder returns the op (its results are variadic), not its result
+
+
+def _static(op: ir.Operation) -> bool:
+    """Only ops on static tensors are rewritten: their transposes' shapes are known here."""
+    types = [v.type for v in (*op.operands, *op.results)]
+    return all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in types)
+
+
+def _count(module: ir.Module, names: tuple[str, ...]) -> int:
+    return sum(op.name in names for op in _walk(module.operation))
+
+
+def _walk(op: ir.Operation) -> Iterator[ir.Operation]:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _walk(inner.operation)
