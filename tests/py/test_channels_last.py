@@ -15,7 +15,8 @@ from ansor_mlir.frontend.program_rewrites import rewrite_program
 
 
 def inverted_residual(channels: int = 8, expand: int = 4, size: int = 10, seed: int = 0) -> onnx.ModelProto:
-    """MobileNetV2's block, NCHW: 1x1 expansion, 3x3 depthwise (padded), 1x1 projection, max pool, 3x3 conv."""
+    """MobileNetV2's block, NCHW: 1x1 expansion, 3x3 depthwise (padded), 1x1 projection, max pool, 3x3 conv, plus
+    ResNet's strided 1x1 shortcut."""
     rng = np.random.default_rng(seed)
     wide = channels * expand
 
@@ -23,7 +24,7 @@ def inverted_residual(channels: int = 8, expand: int = 4, size: int = 10, seed: 
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
 
     weights = [weight("we", wide, channels, 1, 1), weight("be", wide), weight("wd", wide, 1, 3, 3), weight("bd", wide),
-               weight("wp", channels, wide, 1, 1), weight("wc", channels, channels, 3, 3)]
+               weight("wp", channels, wide, 1, 1), weight("wc", channels, channels, 3, 3), weight("ws", channels, channels, 1, 1)]
     nodes = [
         helper.make_node("Conv", ["x", "we", "be"], ["e"], name="expand"),
         helper.make_node("Relu", ["e"], ["er"]),
@@ -32,7 +33,9 @@ def inverted_residual(channels: int = 8, expand: int = 4, size: int = 10, seed: 
         helper.make_node("Conv", ["dr", "wp"], ["p"], name="project"),
         helper.make_node("Add", ["p", "x"], ["r"]),
         helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Conv", ["m", "wc"], ["y"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["m", "wc"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["r", "ws"], ["s"], name="shortcut", strides=[2, 2]),
+        helper.make_node("Add", ["c", "s"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
@@ -44,7 +47,7 @@ def inverted_residual(channels: int = 8, expand: int = 4, size: int = 10, seed: 
 def test_rewrite_makes_every_convolution_and_pooling_channels_last():
     source = ansor_mlir.load_model(inverted_residual())
     changed = rewrite_program(source.text, (NAME,), "block")
-    assert changed.applied == ((NAME, 5),)  # 3 convolutions, 1 depthwise, 1 max pool
+    assert changed.applied == ((NAME, 6),)  # 4 convolutions, 1 depthwise, 1 max pool
     assert "nchw" not in changed.text
     assert "linalg.depthwise_conv_2d_nhwc_hwc" in changed.text and "linalg.pooling_nhwc_max" in changed.text
     assert rewrite_program(changed.text, (NAME,), "block").text == changed.text  # nothing left to rewrite
@@ -71,3 +74,6 @@ def test_rewritten_model_matches_onnxruntime_and_tasks_are_channels_last():
     # The expansion writes into the depthwise op's padded input: still a task, returning the whole padded buffer.
     expansion = [t for t in tasks if t.root.loop_extents == (10, 10, 32, 8)]
     assert expansion and expansion[0].output_types == ("tensor<12x12x32xf32>",)
+    # The strided shortcut is a contraction over the strided input, no window left (where its output channels go
+    # is IREE's transpose propagation's choice: here the program's output is NCHW).
+    assert any(sorted(t.root.loop_extents) == [5, 5, 8, 8] for t in tasks), [t.root.loop_extents for t in tasks]
