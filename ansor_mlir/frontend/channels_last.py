@@ -21,10 +21,12 @@ which those passes leave as they are, are rewritten here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from iree.compiler import ir, passmanager
 from iree.compiler.dialects import linalg, tensor
+
+from ansor_mlir.frontend.task_extraction import walk
 
 NAME = "channels-last"
 
@@ -48,14 +50,14 @@ PER_CHANNEL_OPS: dict[str, tuple[Callable[..., ir.Value], tuple[int, ...] | None
 
 def convert_to_channels_last(module: ir.Module) -> int:
     """Rewrite `module`'s channels-first convolutions in place; returns how many it rewrote."""
-    for op in [op for op in _walk(module.operation) if _is_strided_pointwise(op)]:
+    for op in [op for op in walk(module.operation) if _is_strided_pointwise(op)]:
         _slice_strided_pointwise(op)
-    per_channel = [op for op in _walk(module.operation) if op.name in PER_CHANNEL_OPS and _static(op)]
+    per_channel = [op for op in walk(module.operation) if op.name in PER_CHANNEL_OPS and _static(op)]
     for op in per_channel:
         _per_channel_to_nhwc(op)
     regular = _count(module, CHANNELS_FIRST_CONVOLUTIONS)
     if regular:
-        functions = {op.name for op in _walk(module.operation) if op.name in FUNCTION_OPS}
+        functions = {op.name for op in walk(module.operation) if op.name in FUNCTION_OPS}
         nested = ",".join(f"{kind}({IREE_PASSES})" for kind in FUNCTION_OPS if kind in functions)
         with module.context:
             passmanager.PassManager.parse(f"builtin.module({nested})").run(module.operation)
@@ -122,12 +124,4 @@ def _static(op: ir.Operation) -> bool:
 
 
 def _count(module: ir.Module, names: tuple[str, ...]) -> int:
-    return sum(op.name in names for op in _walk(module.operation))
-
-
-def _walk(op: ir.Operation) -> Iterator[ir.Operation]:
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from _walk(inner.operation)
+    return sum(op.name in names for op in walk(module.operation))
