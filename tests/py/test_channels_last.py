@@ -24,7 +24,8 @@ def inverted_residual(channels: int = 8, expand: int = 4, size: int = 10, seed: 
         return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
 
     weights = [weight("we", wide, channels, 1, 1), weight("be", wide), weight("wd", wide, 1, 3, 3), weight("bd", wide),
-               weight("wp", channels, wide, 1, 1), weight("wc", channels, channels, 3, 3), weight("ws", channels, channels, 1, 1)]
+               weight("wp", channels, wide, 1, 1), weight("wc", channels, channels, 3, 3),
+               weight("ws", channels, channels, 1, 1)]
     nodes = [
         helper.make_node("Conv", ["x", "we", "be"], ["e"], name="expand"),
         helper.make_node("Relu", ["e"], ["er"]),
