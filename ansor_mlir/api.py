@@ -22,7 +22,7 @@ from typing import Any
 from iree.compiler import ir
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
-from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec
+from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec, unmatchable
 from ansor_mlir.core.schedule import Family, Sketch
 from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
@@ -447,16 +447,19 @@ def emit_tuning_spec(
 
 def tuning_spec(text: str, name: str, log: str | Path, target: Target) -> str | None:
     """The spec applying the best record of each task of `text` (as given: no rewrites), or None when every
-    task's best is IREE's own configuration."""
+    task's best is IREE's own configuration. A task whose root op the spec cannot match (`unmatchable`) is left
+    to IREE's default, with a warning."""
     tasks = _extract_tasks(text, target, name)
     best = _best_for_target(log, target)
-    entries = [
-        (task, best[task.key].config)
-        for task in tasks
-        if task.key in best and task.tunable and not best[task.key].is_default
-        and best[task.key].family is not Family.TRANSFORM
-    ]
-    strategies = best_strategies(text, best, target, name)
+    tuned = [task for task in tasks if task.key in best and task.tunable and not best[task.key].is_default]
+    left = {task.key: why for task in tuned if (why := unmatchable(task))}
+    for task in tuned:
+        if task.key in left:
+            warnings.warn(f"{name}: the tuning spec leaves task {task.name} to IREE's default: {left[task.key]}",
+                          stacklevel=3)
+    tuned = [task for task in tuned if task.key not in left]
+    entries = [(task, best[task.key].config) for task in tuned if best[task.key].family is not Family.TRANSFORM]
+    strategies = best_strategies(text, {t.key: best[t.key] for t in tuned}, target, name)
     if not entries and not strategies:
         return None
     by_key = {task.key: task for task in tasks}
@@ -513,12 +516,11 @@ def compile(
     spec = tuning_spec(text, source.name, log, tgt) if log is not None else None
     vmfb, why = _build_model(source, text, tgt, spec, embed_parameters)
     if vmfb is None and spec is not None:
-        # IREE 3.13 can fail on a spec where attaching the same records at the dispatches builds: fall back.
         warnings.warn(f"{source.name}: IREE could not build the model with the log's tuning spec ({why}); built "
-                      "it from the dispatches with the records attached instead, which runs the weights' layout "
-                      "transforms on every call", stacklevel=2)
-        vmfb, why = _build_model(source, apply_best(source.text, log, tgt, source.name, rewrites), tgt, None,
-                                 embed_parameters)
+                      "IREE's default instead: emit the spec (ansor-opt --ansor-emit-tuning-spec) to find the entry "
+                      "it rejects, or tune again (whole-program checks reject a candidate whose spec fails)",
+                      stacklevel=2)
+        vmfb, why = _build_model(source, text, tgt, None, embed_parameters)
     if vmfb is None:
         raise AnsorError(f"{source.name}: IREE could not compile it: {why}")
     kept = b"" if embed_parameters else source.parameters

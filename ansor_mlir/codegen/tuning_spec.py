@@ -20,12 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from iree.compiler import ir
-from iree.compiler.dialects import preprocessing_transform, transform
+from iree.compiler.dialects import builtin, preprocessing_transform, transform
 from iree.compiler.dialects.transform import structured
 
 from ansor_mlir.codegen.iree_config import compilation_info, follower_lowering_config, strategy_translation_info
 from ansor_mlir.core.task import IreeConfig, Task
+from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import compute_ops, dispatch_executable_key, dispatch_function
+from ansor_mlir.mlir import generic_op
 from ansor_mlir.mlir.context import new_context, ops_of, parse_module, print_op, shared_context, verify
 from ansor_mlir.mlir.generic_op import WITH_NAMED_SEQUENCE, transform_library
 
@@ -34,6 +36,15 @@ CONSUMED = "transform.consumed"
 APPLY_CONFIG = "ansor_apply_op_config"
 APPLY_STRATEGY = "ansor_apply_strategy"
 ENTRY_POINT = "__kernel_config"
+# Transform ops with no Python builder: IREE's clone of a spec symbol into a payload symbol table, and the
+# structured-op matchers a strategy's matcher checks the dispatch's epilogue with.
+IMPORT_SYMBOL = "transform.util.import_symbol"
+MATCH_STRUCTURED = "transform.match.structured"
+MATCH_STRUCTURED_YIELD = "transform.match.structured.yield"
+MATCH_RESULT = "transform.match.structured.result"
+MATCH_NUM_INPUTS = "transform.match.structured.num_inputs"
+# What a task function's return is in its dispatch.
+DISPATCH_STORE = "iree_tensor_ext.dispatch.tensor.store"
 
 
 def matcher_name(task: Task) -> str:
@@ -42,9 +53,117 @@ def matcher_name(task: Task) -> str:
 
 
 def match_task_root(handle: ir.Value, task: Task) -> None:
-    """Check that `handle` is the task's root op (`match_root` on it, from the task's function)."""
+    """Check that `handle` is the task's root op (`match_root` on it, from the task's function); a root IREE's
+    matcher cannot recognise (`unmatchable`) is an AnsorError."""
     module = parse_module(task.func_text, f"task {task.name}", ir.Context.current)
-    match_root(handle, compute_ops(ops_of(module.body)[0])[task.root_index])
+    root = compute_ops(ops_of(module.body)[0])[task.root_index]
+    why = _unmatchable_root(root)
+    if why:
+        raise AnsorError(f"task {task.name}: a tuning spec cannot match its root op: {why}")
+    match_root(handle, root)
+
+
+def match_dispatch_tail(root: ir.Value, task: Task) -> None:
+    """Check that the ops consuming `root`'s result in its dispatch are the task's, up to the store.
+
+    A strategy is written for its dispatch's linalg ops (it splits them into
+    exactly that many handles), and the same root op recurs in dispatches
+    that fuse another epilogue (a residual add after a convolution), where
+    the strategy fails: following the single user of each result, each
+    consumer must have the task's op name and number of inputs, and the last
+    must feed the dispatch's store. Regions are not compared (an epilogue's
+    ReLU zero is a value of the dispatch function, which IREE's DAG matcher
+    cannot compare).
+    """
+    i64 = ir.IntegerType.get_signless(64)
+    handle = root
+    for name, inputs in _consumer_chain(task):
+        with ir.Location.name("user"):
+            (handle,) = _match_structured(handle, 1, lambda op: [generic_op.op(
+                MATCH_RESULT, [op], [transform.AnyOpType.get()],
+                {"position": ir.IntegerAttr.get(i64, 0), "single": ir.UnitAttr.get()}).result])
+        transform.MatchOperationNameOp(handle, [name])
+        if inputs is not None:
+            _match_structured(handle, 0, lambda op, n=inputs: _match_inputs(op, n))
+
+
+def _match_inputs(op: ir.Value, count: int) -> list[ir.Value]:
+    """Inside `transform.match.structured`: the op has `count` inputs."""
+    count_type = transform.ParamType.get(ir.IntegerType.get_signless(64))
+    with ir.Location.name("inputs"):
+        inputs = generic_op.op(MATCH_NUM_INPUTS, [op], [count_type]).result
+    with ir.Location.name("expected"):
+        expected = transform.ParamConstantOp(count_type, ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                                           count)).result
+    transform.MatchParamCmpIOp(inputs, expected, transform.MatchCmpIPredicate.eq)
+    return []
+
+
+def _match_structured(handle: ir.Value, results: int, body: Callable[[ir.Value], list[ir.Value]]) -> list[ir.Value]:
+    """`transform.match.structured` on `handle` (a linalg op): `body(%op)` checks it and returns the `results`
+    handles to yield, which this returns."""
+    any_op = transform.AnyOpType.get()
+    match = generic_op.op(MATCH_STRUCTURED, [handle], [any_op] * results, regions=1)
+    block = match.regions[0].blocks.append(any_op)
+    with ir.InsertionPoint(block):
+        generic_op.op(MATCH_STRUCTURED_YIELD, body(block.arguments[0]))
+    return list(match.results)
+
+
+def _consumer_chain(task: Task) -> list[tuple[str, int | None]]:
+    """From the task's root, each single user of the previous op's result: (op name, inputs) for a linalg op,
+    (the dispatch's store, None) for the function's return; stops where a result has other users."""
+    module = parse_module(task.func_text, f"task {task.name}", ir.Context.current)
+    op = compute_ops(ops_of(module.body)[0])[task.root_index]
+    chain: list[tuple[str, int | None]] = []
+    while len(op.results) == 1 and len(users := list(op.results[0].uses)) == 1:
+        op = users[0].owner
+        if op.name == "func.return":
+            chain.append((DISPATCH_STORE, None))
+            break
+        if not op.name.startswith("linalg."):
+            break
+        chain.append((op.name, len(op.operands) - len(op.results)))
+    return chain
+
+
+def unmatchable(task: Task) -> str | None:
+    """Why a tuning spec cannot recognise the task's root op in a program, or None when it can."""
+    module = parse_module(task.func_text, f"task {task.name}", new_context())
+    return _unmatchable_root(compute_ops(ops_of(module.body)[0])[task.root_index])
+
+
+def _unmatchable_root(root: ir.Operation) -> str | None:
+    """IREE's DAG matcher compares the root's body value by value, mapping only values defined in the DAG: a body
+    that uses a value of the enclosing function (the zero of a fused ReLU, say) matches no payload op."""
+    defined: list[ir.Value] = []
+    used: list[ir.Value] = []
+    for region in root.regions:
+        for block in region.blocks:
+            defined += list(block.arguments)
+            for op in _nested_ops(block):
+                defined += list(op.results)
+                used += list(op.operands)
+                defined += [arg for inner in op.regions for b in inner.blocks for arg in b.arguments]
+    captured: list[ir.Value] = []
+    for value in used:
+        if value not in defined and value not in captured:
+            captured.append(value)
+    if not captured:
+        return None
+    return (f"its body uses {len(captured)} value(s) defined outside it (such as {captured[0].get_name()}), which "
+            "IREE's DAG matcher cannot compare")
+
+
+def _nested_ops(block: ir.Block) -> list[ir.Operation]:
+    """Every op in `block`, and in the regions of those ops, outermost first."""
+    found = []
+    for op in ops_of(block):
+        found.append(op)
+        for region in op.regions:
+            for inner in region.blocks:
+                found += _nested_ops(inner)
+    return found
 
 
 def match_root(handle: ir.Value, root: ir.Operation) -> None:
@@ -74,16 +193,17 @@ def render_spec(
     """One tuning spec applying each task's configuration and each (task, strategy name, strategy text).
 
     A configuration goes on the root op (`compilation_info`). A strategy
-    travels in the spec itself: IREE looks a `codegen_spec` up only in a
-    transform library (`--iree-codegen-transform-dialect-library`), never in
-    the tuning spec, so the spec runs it. Its matcher points the dispatch
-    function's translation_info at the strategy, as a library's
-    `@__kernel_config` does; after matching, the entry point includes the
-    strategy on the module of each function pointing at it (not from a
-    `foreach_match` action: the strategy rewrites the ops the match walks).
-    The strategy ends by setting `no_pipeline`, so IREE's own configuration
-    leaves the function alone. `iree-compile --iree-codegen-tuning-spec-path=SPEC`
-    alone builds the tuned program. Deterministic text.
+    travels in the spec itself, in a module of its own: its matcher points
+    the dispatch function's translation_info at the strategy, as a library's
+    `@__kernel_config` does, and after matching the entry point copies that
+    module into the dispatch's module (`transform.util.import_symbol`), where
+    IREE's transform-dialect pipeline finds the strategy, as it finds one
+    attached at the flow level. So the strategy runs where a tuning run
+    measured it, after IREE's codegen preprocessing: run from the spec's
+    entry point it saw the dispatch before that (a batchless convolution
+    without the unit batch dimension IREE inserts later) and crashed IREE.
+    `iree-compile --iree-codegen-tuning-spec-path=SPEC` alone builds the
+    tuned program. Deterministic text.
     """
     with shared_context() as ctx, ir.Location.unknown():
         parsed = transform_library([text for _, _, text in strategies], "strategies", ctx)
@@ -95,11 +215,12 @@ def render_spec(
             for task, config in entries:
                 _matcher_sequence(task, compilation_info(config))
             for (task, name, _), strategy in zip(strategies, ops_of(parsed.body), strict=True):
-                _matcher_sequence(task, strategy_translation_info(name))
-                strategy.clone()
+                _matcher_sequence(task, strategy_translation_info(name), whole_dispatch=True)
+                holder = _library(strategy_module_name(name), nested=True)
+                strategy.clone(ip=ir.InsertionPoint(holder.body))
             pairs = [(matcher_name(task), APPLY_CONFIG) for task, _ in entries]
             pairs += [(matcher_name(task), APPLY_STRATEGY) for task, _, _ in strategies]
-            _entry_sequence(pairs, tuning_entrypoint=True, run=[name for _, name, _ in strategies])
+            _entry_sequence(pairs, tuning_entrypoint=True, carry=[name for _, name, _ in strategies])
         verify(spec.operation, "tuning spec")
         return print_op(spec.operation)
 
@@ -118,7 +239,7 @@ def render_library(entries: Sequence[tuple[Task, str, str]]) -> str:
         with ir.InsertionPoint(library.body):
             _apply_sequence(APPLY_STRATEGY, "translation_info", parent="func.func")
             for (task, name, _), strategy in zip(entries, strategies, strict=True):
-                _matcher_sequence(task, strategy_translation_info(name))
+                _matcher_sequence(task, strategy_translation_info(name), whole_dispatch=True)
                 strategy.clone()
             _entry_sequence([(matcher_name(task), APPLY_STRATEGY) for task, _, _ in entries], tuning_entrypoint=False)
         verify(library.operation, "transform library")
@@ -181,8 +302,14 @@ def _loop_count(op: ir.Operation) -> int:
     return len(ir.ArrayAttr(op.attributes["iterator_types"])) if "iterator_types" in op.attributes else 0
 
 
-def _library(name: str) -> ir.Module:
-    module = ir.Module.create()
+def strategy_module_name(strategy: str) -> str:
+    """Symbol of the spec's module holding strategy `@strategy`, the unit copied into a dispatch's module."""
+    return f"{strategy}_module"
+
+
+def _library(name: str, nested: bool = False) -> ir.Module | builtin.ModuleOp:
+    """A transform library module: top-level, or (`nested`) inside the module at the insertion point."""
+    module = builtin.ModuleOp() if nested else ir.Module.create()
     module.operation.attributes["sym_name"] = ir.StringAttr.get(name)
     module.operation.attributes[WITH_NAMED_SEQUENCE] = ir.UnitAttr.get()
     return module
@@ -216,12 +343,15 @@ def _apply_sequence(name: str, attribute: str, parent: str | None) -> None:
     _sequence(name, [("op", any_op, READONLY), ("config", any_param, READONLY)], [], body)
 
 
-def _matcher_sequence(task: Task, config: ir.Attribute) -> None:
-    """`@ansor_match_<key>(%root)`: succeeds on the task's root op and yields it with `config`."""
+def _matcher_sequence(task: Task, config: ir.Attribute, whole_dispatch: bool = False) -> None:
+    """`@ansor_match_<key>(%root)`: succeeds on the task's root op (followed by the task's epilogue, with
+    `whole_dispatch`) and yields it with `config`."""
     any_op, any_param = transform.AnyOpType.get(), transform.AnyParamType.get()
 
     def body(root: ir.Value) -> None:
         match_task_root(root, task)
+        if whole_dispatch:
+            match_dispatch_tail(root, task)
         with ir.Location.name("config"):
             param = transform.ParamConstantOp(any_param, config).result
         transform.YieldOp([root, param])
@@ -229,9 +359,9 @@ def _matcher_sequence(task: Task, config: ir.Attribute) -> None:
     _sequence(matcher_name(task), [("root", any_op, READONLY)], [any_op, any_param], body)
 
 
-def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool, run: Sequence[str] = ()) -> None:
-    """`@__kernel_config(%variant_op)`: run each (matcher, action) pair over the variant, then each strategy of
-    `run` on the functions the matchers pointed at it."""
+def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool, carry: Sequence[str] = ()) -> None:
+    """`@__kernel_config(%variant_op)`: run each (matcher, action) pair over the variant, then copy the module of
+    each strategy of `carry` into the dispatch modules of the functions the matchers pointed at it."""
     any_op = transform.AnyOpType.get()
 
     def body(variant: ir.Value) -> None:
@@ -239,8 +369,8 @@ def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool, r
             with ir.Location.name("res"):
                 variant = transform.ForeachMatchOp(any_op, [], variant, [], [m for m, _ in pairs],
                                                    [a for _, a in pairs]).updated
-        for name in run:
-            _run_strategy(variant, name)
+        for name in carry:
+            _carry_strategy(variant, name)
         transform.YieldOp([variant])
 
     sequence = _sequence(ENTRY_POINT, [("variant_op", any_op, CONSUMED)], [any_op], body)
@@ -248,8 +378,13 @@ def _entry_sequence(pairs: Sequence[tuple[str, str]], tuning_entrypoint: bool, r
         sequence.operation.attributes["iree_codegen.tuning_spec_entrypoint"] = ir.UnitAttr.get()
 
 
-def _run_strategy(variant: ir.Value, name: str) -> None:
-    """Include strategy `@name` on the module of every function whose translation_info names it."""
+def _carry_strategy(variant: ir.Value, name: str) -> None:
+    """Copy the module of strategy `@name` into the module of every function whose translation_info names it.
+
+    IREE's transform-dialect pipeline looks the strategy up in the dispatch's
+    module; nested in a module of its own, it is not taken for a second
+    function of the dispatch.
+    """
     any_op = transform.AnyOpType.get()
     with ir.Location.name("funcs"):
         funcs = structured.MatchOp(any_op, variant, ops=["func.func"],
@@ -260,5 +395,8 @@ def _run_strategy(variant: ir.Value, name: str) -> None:
     with ir.InsertionPoint(loop.body):
         with ir.Location.name("module"):
             module = transform.GetParentOp(any_op, func, op_name="builtin.module").result
-        transform.IncludeOp([], name, transform.FailurePropagationMode.Propagate, [module])
+        with ir.Location.name("strategy"):
+            generic_op.op(IMPORT_SYMBOL, [module], [any_op],
+                          {"symbol": ir.FlatSymbolRefAttr.get(strategy_module_name(name)),
+                           "if_undefined": ir.UnitAttr.get()})
         transform.YieldOp([])

@@ -1,10 +1,12 @@
 """The builder interface: compile candidates to programs that travel as bytes.
 
-A builder takes `BuildInput`s and answers with futures of `BuildResult`s
-(after TVM MetaSchedule's `Builder`), so a build farm or a distributed engine
-can stand behind it. A built program is the VM module's bytes and its entry
-function: a runner on another host needs nothing else. Failures are data: a
-`BuildResult` with an `ErrorKind`, never an exception.
+A builder takes `BuildInput`s (a task's flow-level module and a candidate)
+or `ProgramBuildInput`s (a whole program from its source, with a tuning
+spec) and answers with futures of `BuildResult`s (after TVM MetaSchedule's
+`Builder`), so a build farm or a distributed engine can stand behind it.
+A built program is the VM module's bytes and its entry function: a runner
+on another host needs nothing else. Failures are data: a `BuildResult` with
+an `ErrorKind`, never an exception.
 """
 
 from __future__ import annotations
@@ -30,6 +32,24 @@ class BuildInput:
     strategy: tuple[str, str] | None = None
     # The program's entry function (a task module's is `task`).
     function: str = "task"
+
+
+@dataclass(frozen=True)
+class ProgramBuildInput:
+    """A whole user program, built from its source text as `ansor_mlir.compile` builds the tuned model.
+
+    IREE compiles `source_text` with the target's flags and, when `spec_text`
+    is given, that tuning spec (`--iree-codegen-tuning-spec-path`): one
+    task's candidate, while every other dispatch, and the weights' layout
+    transforms IREE hoists out of the program, build as IREE's default does.
+    `timeout_s` replaces the builder's per-candidate limit: a model takes
+    longer than one dispatch.
+    """
+
+    source_text: str
+    function: str
+    spec_text: str | None = None
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,9 +85,9 @@ class Builder(ABC):
     """Compiles build inputs; `submit` returns at once, the future holds the result."""
 
     @abstractmethod
-    def submit(self, item: BuildInput) -> Future[BuildResult]: ...
+    def submit(self, item: BuildInput | ProgramBuildInput) -> Future[BuildResult]: ...
 
-    def build(self, items: Sequence[BuildInput]) -> list[BuildResult]:
+    def build(self, items: Sequence[BuildInput | ProgramBuildInput]) -> list[BuildResult]:
         """Submit all, wait for all: results in the order of `items`."""
         futures = [self.submit(item) for item in items]
         return [f.result() for f in futures]

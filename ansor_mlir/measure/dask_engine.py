@@ -63,7 +63,7 @@ from typing import Any
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.target import Target
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult
+from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult, ProgramBuildInput
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import CompareInput, CompareResult, RunInput, Runner, RunResult
@@ -329,7 +329,7 @@ class DaskBuilder(Builder):
     cluster: DaskCluster
     template: LocalBuilder
 
-    def submit(self, item: BuildInput) -> Future[BuildResult]:
+    def submit(self, item: BuildInput | ProgramBuildInput) -> Future[BuildResult]:
         from ansor_mlir.measure import dask_worker
 
         return self.cluster.submit(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from distributed import WorkerPlugin, get_worker
 
-from ansor_mlir.measure.builder import BuildInput, BuildResult
+from ansor_mlir.measure.builder import BuildInput, BuildResult, ProgramBuildInput
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import CompareInput, CompareResult, RunInput, RunResult
 
@@ -72,6 +72,7 @@ def compare(plugin: str, template: LocalRunner, item: CompareInput) -> CompareRe
         return template.compare_now(item)
 
 
-def build(template: LocalBuilder, item: BuildInput) -> BuildResult:
-    """Compile one candidate here: `iree-compile` in a scratch directory, the program comes back as bytes."""
+def build(template: LocalBuilder, item: BuildInput | ProgramBuildInput) -> BuildResult:
+    """Compile one candidate (or a whole program) here: `iree-compile` in a scratch directory, the program comes
+    back as bytes."""
     return template.build_now(item)

@@ -17,7 +17,7 @@ from ansor_mlir.codegen.tuning_spec import attach_configs
 from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.core.target import Target
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult, BuiltProgram
+from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult, BuiltProgram, ProgramBuildInput
 from ansor_mlir.mlir.iree_compiler import DEFAULT_MEMORY_BYTES, compile_vmfb, first_error_line
 
 
@@ -29,7 +29,7 @@ class LocalBuilder(Builder):
     memory_bytes: int = DEFAULT_MEMORY_BYTES
     _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
 
-    def submit(self, item: BuildInput) -> Future[BuildResult]:
+    def submit(self, item: BuildInput | ProgramBuildInput) -> Future[BuildResult]:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="ansor-build")
         return self._pool.submit(self.build_now, item)
@@ -39,8 +39,10 @@ class LocalBuilder(Builder):
             self._pool.shutdown(wait=True, cancel_futures=True)
         self._pool = None
 
-    def build_now(self, item: BuildInput) -> BuildResult:
+    def build_now(self, item: BuildInput | ProgramBuildInput) -> BuildResult:
         """Compile one item in the calling thread (what `submit` queues; a Dask task calls it directly)."""
+        if isinstance(item, ProgramBuildInput):
+            return self._build_program(item)
         start = time.perf_counter()
         text = item.flow_text
         if item.config is not None or item.strategy is not None:
@@ -52,13 +54,28 @@ class LocalBuilder(Builder):
                 return BuildResult(None, ErrorKind.INVALID_SCHEDULE, str(exc), 0.0)
             if item.task_key not in applied:
                 return BuildResult(None, ErrorKind.INVALID_SCHEDULE, "root op not found", 0.0)
+        return self._compile(text, [], item.function, self.timeout_s, start)
+
+    def _build_program(self, item: ProgramBuildInput) -> BuildResult:
+        """A whole program from its source: the target's flags, and the item's tuning spec if it has one."""
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="ansor_spec_") as tmp:
+            flags = self.target.compile_flags()
+            if item.spec_text is not None:
+                spec = Path(tmp) / "spec.mlir"
+                spec.write_text(item.spec_text)
+                flags = [*flags, f"--iree-codegen-tuning-spec-path={spec}"]
+            return self._compile(item.source_text, flags, item.function, item.timeout_s or self.timeout_s, start)
+
+    def _compile(self, text: str, flags: list[str], function: str, timeout_s: float, start: float) -> BuildResult:
+        """`text` to a program (a flow-level module carries its target: no flags needed)."""
         with tempfile.TemporaryDirectory(prefix="ansor_build_") as tmp:
             out = Path(tmp) / "program.vmfb"
-            result = compile_vmfb(text, [], out, timeout_s=self.timeout_s, memory_bytes=self.memory_bytes)
+            result = compile_vmfb(text, flags, out, timeout_s=timeout_s, memory_bytes=self.memory_bytes)
             vmfb = out.read_bytes() if result.ok else b""
         elapsed = time.perf_counter() - start
         if result.timed_out:
-            return BuildResult(None, ErrorKind.COMPILE_TIMEOUT, f"over {self.timeout_s:.0f}s", elapsed)
+            return BuildResult(None, ErrorKind.COMPILE_TIMEOUT, f"over {timeout_s:.0f}s", elapsed)
         if not result.ok:
             return BuildResult(None, ErrorKind.COMPILE_ERROR, first_error_line(result.stderr), elapsed)
-        return BuildResult(BuiltProgram(vmfb, item.function), ErrorKind.NONE, "", elapsed)
+        return BuildResult(BuiltProgram(vmfb, function), ErrorKind.NONE, "", elapsed)

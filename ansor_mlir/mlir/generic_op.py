@@ -32,10 +32,11 @@ def op(
     operands: Sequence[ir.Value] = (),
     results: Sequence[ir.Type] = (),
     attributes: Mapping[str, ir.Attribute] | None = None,
+    regions: int = 0,
 ) -> ir.Operation:
-    """An op with no Python builder, at the current insertion point and location."""
+    """An op with no Python builder (and `regions` empty regions), at the current insertion point and location."""
     return ir.Operation.create(name, results=list(results), operands=list(operands),
-                               attributes=dict(attributes or {}))
+                               attributes=dict(attributes or {}), regions=regions)
 
 
 def gpu_block_mapping(dims: Sequence[str]) -> ir.ArrayAttr:

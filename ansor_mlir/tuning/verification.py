@@ -1,33 +1,42 @@
 """Whole-program verification: a task's choice must make the user's program faster, not just the task.
 
 After the search, the best measured candidates of each task are built into
-the user's whole program (IREE's flow-level module with only that task's
-configuration attached) and timed alternately against IREE's default build
-of the same module, round by round on the same freshly placed inputs
-(`Runner.submit_compare`), the IREE tuner's model-benchmark phase after its
-dispatch phase. A candidate is accepted only when its program wins beyond
-the measured noise (`judge`); the verdicts are appended to the log as
-records carrying a `ProgramCheck`, and `database.records.best_records` then
-applies the accepted candidate with the best program speedup, or IREE's
-default when every candidate lost. Resuming skips candidates already checked.
+the user's whole program as `ansor_mlir.compile` builds the tuned model:
+IREE compiles the program's source text (after its rewrites) with a tuning
+spec carrying only that candidate, and the program is timed alternately
+against IREE's default build of the same source, round by round on the same
+freshly placed inputs (`Runner.submit_compare`), the IREE tuner's
+model-benchmark phase after its dispatch phase. Every other dispatch builds
+as IREE's default, and a model's weights, served at run time, go through
+their layout transforms once, when the program loads (IREE hoists them):
+re-entering IREE at the flow level instead ran them on every call, which
+slowed both programs and diluted every gain (on ResNet-50 no candidate won).
+A candidate is accepted only when its program wins beyond the measured
+noise (`judge`); the verdicts are appended to the log as records carrying a
+`ProgramCheck`, and `database.records.best_records` then applies the
+accepted candidate with the best program speedup, or IREE's default when
+every candidate lost. Resuming skips candidates already checked.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
+from ansor_mlir.codegen.tuning_spec import render_spec
+from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.core.schedule import Family
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import ProgramCheck, Record, best_records, for_target, now
+from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.entry_point import entry_point
-from ansor_mlir.measure.builder import Builder, BuildInput, BuiltProgram
+from ansor_mlir.measure.builder import Builder, BuildResult, BuiltProgram, ProgramBuildInput
 from ansor_mlir.measure.inputs import encode_array, make_arrays
 from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
-from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.tuning.task_result import TaskResult
 
 # A candidate must speed the program up by at least this much (median of the per-round speedups) ...
@@ -39,6 +48,8 @@ MIN_ROUNDS = 5
 MIN_ROUND_S = 0.05
 # The default program of a slow model may take minutes per call.
 REFERENCE_TIMEOUT_S = 600.0
+# A whole model compiles for longer than one task's candidate (the builder's own limit).
+PROGRAM_COMPILE_TIMEOUT_S = 600.0
 
 
 def judge(default_s: Sequence[float], tuned_s: Sequence[float], min_gain: float = MIN_GAIN) -> ProgramCheck:
@@ -107,9 +118,8 @@ class ProgramVerifier:
         if not any(work.values()):
             return []
         entry = entry_point(text, what)
-        flow = compile_to_phase(text, self.target.compile_flags(), "flow", what)
         inputs = tuple(encode_array(a) for a in make_arrays(entry.input_types, f"{what}:{self.seed}"))
-        (default,) = self.builder.build([BuildInput("", flow, 0, None, function=entry.name)])
+        (default,) = self.builder.build([ProgramBuildInput(text, entry.name, timeout_s=PROGRAM_COMPILE_TIMEOUT_S)])
         if not default.ok or default.program is None:
             return []
         default = replace(default, program=self.with_weights(default.program))
@@ -120,15 +130,16 @@ class ProgramVerifier:
         for result in results:
             candidates = work[id(result)]
             if candidates:
-                checks += self._verify_task(result, candidates, flow, entry.name, default.program, inputs, program_s)
+                checks += self._verify_task(result, candidates, text, entry.name, default.program, inputs, program_s)
         return checks
 
     def _verify_task(
-        self, result: TaskResult, candidates: list[Record], flow: str, function: str, default: BuiltProgram,
+        self, result: TaskResult, candidates: list[Record], text: str, function: str, default: BuiltProgram,
         inputs: tuple[bytes, ...], program_s: float | None,
     ) -> list[Record]:
         task = result.task
-        builds = self.builder.build([_build_input(task, r, flow, function) for r in candidates])
+        pending = [_submit(self.builder, task, r, text, function) for r in candidates]
+        builds = [p.result() for p in pending]
         built = [(r, self.with_weights(b.program)) for r, b in zip(candidates, builds, strict=True)
                  if b.ok and b.program]
         checks = [replace(r, program=ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False,
@@ -155,6 +166,7 @@ class ProgramVerifier:
                 checks.append(replace(record, program=check, timestamp=now()))
         return checks
 
+
 def summarize(results: list[TaskResult], records: list[Record], target: Target) -> None:
     """Per task, what the log's verdicts decide: the applied candidate's program speedup, or a fall-back to
     IREE's default when the program rejected every checked candidate."""
@@ -169,10 +181,22 @@ def summarize(results: list[TaskResult], records: list[Record], target: Target) 
         result.fell_back = bool(checks) and chosen is not None and chosen.program is None
 
 
-def _build_input(task: Task, record: Record, flow: str, function: str) -> BuildInput:
-    """The whole program with this task's candidate: its configuration, or its strategy, attached."""
+def candidate_spec(task: Task, record: Record) -> str:
+    """A one-entry tuning spec applying the record's candidate to its task, as `ansor_mlir.compile` applies a
+    log's best: its configuration on the root op, or its transform strategy."""
     if record.family is Family.TRANSFORM:
         name = strategy_name(task, record.candidate)
-        strategy = (name, render_strategy(record.sketch, record.candidate, task, name))
-        return BuildInput(task.key, flow, record.root_index, None, strategy, function=function)
-    return BuildInput(task.key, flow, record.root_index, record.config, function=function)
+        return render_spec([], [(task, name, render_strategy(record.sketch, record.candidate, task, name))])
+    return render_spec([(task, record.config)])
+
+
+def _submit(builder: Builder, task: Task, record: Record, text: str, function: str) -> Future[BuildResult]:
+    """Build the whole program from its source with the candidate's spec; a spec that cannot be made is a
+    failed build."""
+    try:
+        spec = candidate_spec(task, record)
+    except AnsorError as exc:
+        failed: Future[BuildResult] = Future()
+        failed.set_result(BuildResult(None, ErrorKind.INVALID_SCHEDULE, str(exc), 0.0))
+        return failed
+    return builder.submit(ProgramBuildInput(text, function, spec, timeout_s=PROGRAM_COMPILE_TIMEOUT_S))

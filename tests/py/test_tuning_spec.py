@@ -90,9 +90,11 @@ def test_emitted_spec_alone_builds_the_tuned_program(tmp_path: Path, target, fam
     configured = run_tool("iree-compile", [*flags, "--compile-to=executable-configurations"])
     assert configured.ok, configured.stderr[-2000:]
     text = configured.stdout.decode()
-    # A transform winner's strategy ran on its dispatch while configurations were chosen (`no_pipeline`);
-    # a pipeline winner's tiles are the configuration IREE lowers with.
-    assert ("#iree_codegen.no_pipeline" in text) == (Family.TRANSFORM in families)
+    # A transform winner's dispatch names its strategy and carries it (the spec copied it into the dispatch's
+    # module, where IREE runs it when it lowers the dispatch); a pipeline winner's tiles are the configuration
+    # IREE lowers with.
+    assert ("codegen_spec = @ansor_strategy_" in text) == (Family.TRANSFORM in families)
+    assert ("module @ansor_strategy_" in text) == (Family.TRANSFORM in families)
     for record in winners:
         if record.family is Family.PIPELINE:
             for level, sizes in record.config.levels:
@@ -105,3 +107,47 @@ def test_emitted_spec_alone_builds_the_tuned_program(tmp_path: Path, target, fam
     inputs = [data.uniform(-1, 1, s).astype(np.float32) for s in ((32, 64), (64, 48), (48,), (48, 32))]
     (got,) = run_once(built.read_bytes(), "two", inputs)
     np.testing.assert_allclose(got, reference(*inputs), rtol=1e-4, atol=1e-4)
+
+
+# A batchless depthwise convolution (MobileNetV2's, as IREE's ONNX import leaves it), channels first.
+DEPTHWISE = """
+func.func @dw(%x: tensor<16x10x10xf32>, %w: tensor<16x3x3xf32>) -> tensor<16x8x8xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x8x8xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<16x8x8xf32>) -> tensor<16x8x8xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(h, w, c, kh, kw) -> (c, h + kh, w + kw)>,
+                                        affine_map<(h, w, c, kh, kw) -> (c, kh, kw)>,
+                                        affine_map<(h, w, c, kh, kw) -> (c, h, w)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %w : tensor<16x10x10xf32>, tensor<16x3x3xf32>) outs(%f : tensor<16x8x8xf32>) {
+    ^bb0(%a: f32, %b: f32, %acc: f32):
+      %m = arith.mulf %a, %b : f32
+      %s = arith.addf %acc, %m : f32
+      linalg.yield %s : f32
+  } -> tensor<16x8x8xf32>
+  return %y : tensor<16x8x8xf32>
+}
+"""
+
+
+def test_a_strategy_for_a_batchless_convolution_builds_from_the_spec(tmp_path: Path, target):
+    """IREE inserts a unit batch dimension into a batchless convolution after the spec's entry point runs, and the
+    strategy is written for that form: run from the entry point it crashed IREE (MobileNetV2's depthwise
+    convolutions); carried into the dispatch, it runs where IREE lowers the dispatch, as it ran when measured."""
+    (task,) = extract_tasks(DEPTHWISE, target, "dw")
+    assert task.default_config is None and task.tunable  # only strategies configure it
+    log = tmp_path / "log.jsonl"
+    append_records(log, [winner(task, target, Family.TRANSFORM, random.Random(SEED))])
+    spec = tmp_path / "spec.mlir"
+    spec.write_text(api.emit_tuning_spec(DEPTHWISE, log, target))
+    source = tmp_path / "dw.mlir"
+    source.write_text(DEPTHWISE)
+    built = tmp_path / "dw.vmfb"
+    result = run_tool("iree-compile", [str(source), *target.compile_flags(), f"--iree-codegen-tuning-spec-path={spec}",
+                                       "-o", str(built)])
+    assert result.ok, result.stderr[-2000:]
+    data = np.random.default_rng(0)
+    x, w = data.uniform(-1, 1, (16, 10, 10)).astype(np.float32), data.uniform(-1, 1, (16, 3, 3)).astype(np.float32)
+    (got,) = run_once(built.read_bytes(), "dw", [x, w])
+    windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(1, 2))
+    np.testing.assert_allclose(got, np.einsum("chwij,cij->chw", windows, w), rtol=1e-4, atol=1e-4)

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
+import pytest
+
+import ansor_mlir
 from ansor_mlir import api
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.schedule import Candidate, Family
+from ansor_mlir.core.task import main_task
 from ansor_mlir.database.records import Record, append_records, best_records, now, read_records
+from ansor_mlir.frontend.entry_point import entry_point
+from ansor_mlir.frontend.model_source import load_model
 from ansor_mlir.frontend.task_extraction import extract_tasks
+from ansor_mlir.measure.builder import BuiltProgram
+from ansor_mlir.measure.inputs import encode_array, make_arrays
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.measure.runner import RunInput
+from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.task_result import TaskResult
@@ -77,3 +88,64 @@ def test_tuning_reports_the_program_speedup_beside_the_log(small_mm, target, tmp
         assert task.program_speedup is None
     else:
         assert task.program_speedup == max(c.program.ratio for c in checks if c.program.accepted)
+
+
+def _timed(target, program: BuiltProgram, inputs: tuple[bytes, ...]) -> float:
+    with LocalRunner(target) as runner:
+        run = runner.submit(RunInput(program, inputs)).result()
+    assert run.measured.ok, run.measured.message
+    return run.measured.median_s
+
+
+def test_a_model_with_external_weights_is_checked_as_compile_builds_it(target):
+    """The program is the model's source built by IREE with a one-entry tuning spec, its weights served at run
+    time (`ansor_mlir.compile`'s build, not a flow-level module that transforms the weights on every call): a
+    deliberately slow configuration is rejected with real timings on both sides, and IREE's default build runs
+    about as fast as the compiled model."""
+    pytest.importorskip("onnx", reason="the ONNX importer needs onnx: pip install 'ansor-mlir[importers]'")
+    from onnx_models import mlp_onnx
+
+    source = load_model(mlp_onnx(features=256, hidden=256))
+    assert source.parameters
+    task = main_task(extract_tasks(source.text, target, source.name))
+    sketches = generate_sketches(task, target)
+    sketch = next(s for s in sketches if s.family is Family.PIPELINE and s.knobs and "cache" not in "".join(s.levels))
+    slow = Candidate(task.key, sketch.index, tuple(sorted((k.name, tuple(1 for _ in k.levels)) for k in sketch.knobs)))
+    with LocalBuilder(target) as builder, LocalRunner(target) as runner:
+        verifier = ProgramVerifier(target, builder, runner, count=2, rounds=7, parameters=source.parameters,
+                                   parameter_scope=source.scope)
+        (check,) = verifier.verify(source.text, source.name, [TaskResult(task=task)],
+                                   [_record(target, task, sketch, slow, 1e-9)])
+    verdict = check.program
+    assert verdict.rounds == 7 and 0 < verdict.default_s < verdict.tuned_s and not verdict.accepted, verdict
+
+    entry = entry_point(source.text, source.name)
+    inputs = tuple(encode_array(a) for a in make_arrays(entry.input_types, "inputs"))
+    compiled = ansor_mlir.compile(source, target)
+    assert verdict.default_s < 3 * _timed(target, BuiltProgram(compiled.vmfb, compiled.function), inputs)
+
+
+def test_a_strategy_builds_in_the_model_and_an_unmatchable_root_is_a_failed_check(target):
+    """A transform winner for a batchless convolution travels in its spec into the model's build and gets a
+    verdict; a root whose body uses a constant of its function (a fused ReLU's zero) cannot be matched by a
+    tuning spec, and its check records why, with no rounds, instead of stopping the run."""
+    pytest.importorskip("onnx", reason="the ONNX importer needs onnx: pip install 'ansor-mlir[importers]'")
+    from onnx_models import cnn_onnx
+
+    source = load_model(cnn_onnx(channels=16, size=16))
+    tasks = extract_tasks(source.text, target, source.name)
+    conv = main_task(tasks)
+    pool = next(t for t in tasks if t is not conv)
+    strategy_sketch = next(s for s in generate_sketches(conv, target) if s.family is Family.TRANSFORM)
+    strategy = sample_candidate(strategy_sketch, conv, target, random.Random(0))
+    pool_sketches = generate_sketches(pool, target)
+    records = [_record(target, conv, strategy_sketch, strategy, 1e-9),
+               _record(target, pool, pool_sketches[1], sample_candidate(pool_sketches[1], pool, target,
+                                                                         random.Random(0)), 1e-9)]
+    with LocalBuilder(target) as builder, LocalRunner(target) as runner:
+        verifier = ProgramVerifier(target, builder, runner, count=2, rounds=5, parameters=source.parameters,
+                                   parameter_scope=source.scope)
+        checks = verifier.verify(source.text, source.name, [TaskResult(task=conv), TaskResult(task=pool)], records)
+    by_task = {c.task_key: c.program for c in checks}
+    assert by_task[conv.key].rounds == 5 and by_task[conv.key].default_s > 0 and by_task[conv.key].tuned_s > 0
+    assert by_task[pool.key].rounds == 0 and "cannot match its root op" in by_task[pool.key].reason
