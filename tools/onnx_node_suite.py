@@ -4,7 +4,7 @@
     python tools/onnx_node_suite.py --tune-every 5 --docs docs/onnx_node_tests.md  # all before, every 5th tuned
     python tools/onnx_node_suite.py --tests test_relu,test_matmul_2d               # a few, printed
 
-Every test runs in a worker process with a time limit (a hung compile costs
+Every test runs in a worker process (`--jobs` of them at once) with a time limit (a hung compile costs
 one test, recorded as `timeout`; a worker that dies, `crash`). Results are appended to
 `--results` (JSON lines) as they come; rerunning with the same file skips the
 tests already there, so an interrupted run resumes. Needs onnx (the importers
@@ -20,7 +20,7 @@ import platform
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, TimeoutError
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -64,38 +64,58 @@ def _kill(executor: ProcessPoolExecutor) -> None:
     executor.shutdown(wait=False, cancel_futures=True)
 
 
+def _outcome(future, case, start: float, tune: bool) -> tuple[NodeTestResult, bool]:
+    """A finished test's result, and whether its worker died (its executor must be replaced)."""
+    seconds = time.perf_counter() - start
+    error = future.exception()
+    if error is None:
+        return NodeTestResult(**future.result()), False
+    if isinstance(error, BrokenProcessPool):  # the worker died: a crash in IREE's runtime or compiler bindings
+        return NodeTestResult(case.name, "crash", NOT_RUN, "the worker process died", seconds=seconds,
+                              tuned=tune), True
+    # raised outside a stage: one test's failure, not the run's
+    return NodeTestResult(case.name, "error", NOT_RUN, f"{type(error).__name__}: {error}", seconds=seconds,
+                          tuned=tune), False
+
+
 def run(cases, args, done: dict[str, NodeTestResult]) -> list[NodeTestResult]:
-    executor = _executor()
-    results = []
+    """Every case not in `done`, `args.jobs` at a time, each job in its own one-worker executor (so a
+    test over the time limit is stopped by killing its worker alone)."""
+    results = {case.name: done[case.name] for case in cases if case.name in done}
+    pending = [(number, case) for number, case in enumerate(cases) if case.name not in done]
+    slots = [_executor() for _ in range(args.jobs)]
+    running: dict = {}  # future -> (slot, number, case, start, tune)
     with tempfile.TemporaryDirectory(prefix="onnx-node-suite-") as work, args.results.open("a") as out:
-        for number, case in enumerate(cases):
-            if case.name in done:
-                results.append(done[case.name])
-                continue
-            tune = number % args.tune_every == 0
-            start = time.perf_counter()
-            future = executor.submit(_worker_run, case, args.target, args.trials, args.seed, tune, work)
-            try:
-                result = NodeTestResult(**future.result(timeout=args.timeout))
-            except TimeoutError:
-                _kill(executor)
-                executor = _executor()
-                result = NodeTestResult(case.name, "timeout", NOT_RUN, f"over {args.timeout:.0f} s",
-                                        seconds=time.perf_counter() - start, tuned=tune)
-            except BrokenProcessPool:  # the worker died: a crash in IREE's runtime or compiler bindings
-                executor = _executor()
-                result = NodeTestResult(case.name, "crash", NOT_RUN, "the worker process died",
-                                        seconds=time.perf_counter() - start, tuned=tune)
-            except Exception as exc:  # raised outside a stage: one test's failure, not the run's
-                result = NodeTestResult(case.name, "error", NOT_RUN, f"{type(exc).__name__}: {exc}",
-                                        seconds=time.perf_counter() - start, tuned=tune)
-            results.append(result)
-            out.write(json.dumps(result.to_json()) + "\n")
-            out.flush()
-            print(f"[{number + 1}/{len(cases)}] {result.name}: before {result.before}, after {result.after}"
-                  f" ({result.seconds:.1f} s){': ' + result.detail[:160] if result.detail else ''}", flush=True)
-    _kill(executor)
-    return results
+        while pending or running:
+            busy = {slot for slot, *_ in running.values()}
+            for slot in (s for s in range(args.jobs) if s not in busy):
+                if not pending:
+                    break
+                number, case = pending.pop(0)
+                tune = number % args.tune_every == 0
+                future = slots[slot].submit(_worker_run, case, args.target, args.trials, args.seed, tune, work)
+                running[future] = (slot, number, case, time.perf_counter(), tune)
+            finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
+            for future, (slot, number, case, start, tune) in list(running.items()):
+                if future in finished:
+                    result, died = _outcome(future, case, start, tune)
+                elif time.perf_counter() - start > args.timeout:
+                    result, died = NodeTestResult(case.name, "timeout", NOT_RUN, f"over {args.timeout:.0f} s",
+                                                  seconds=time.perf_counter() - start, tuned=tune), True
+                    _kill(slots[slot])
+                else:
+                    continue
+                if died:
+                    slots[slot] = _executor()
+                del running[future]
+                results[case.name] = result
+                out.write(json.dumps(result.to_json()) + "\n")
+                out.flush()
+                print(f"[{number + 1}/{len(cases)}] {result.name}: before {result.before}, after {result.after}"
+                      f" ({result.seconds:.1f} s){': ' + result.detail[:160] if result.detail else ''}", flush=True)
+    for executor in slots:
+        _kill(executor)
+    return [results[case.name] for case in cases]
 
 
 def header(args, results: list[NodeTestResult]) -> str:
@@ -125,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=2, help="tuning budget per test (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", default="llvm-cpu")
+    parser.add_argument("--jobs", type=int, default=1, help="tests run at once, one worker process each (default 1)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per test (default 600)")
     parser.add_argument("--results", type=Path, default=Path("onnx_node_results.jsonl"),
                         help="JSON lines, appended and resumed (default onnx_node_results.jsonl)")

@@ -115,7 +115,8 @@ class EvolutionarySearch:
             if sketch.knobs and sketch.index not in tried and len(batch) < size:
                 batch += sample_fresh([sketch], task, self.target, self.rng, 1, seen)
         n_random = min(size - len(batch), max(1, math.ceil(size * self.params.eps_greedy)))
-        picks = [c for _, c in self.evolve(task, sketches, seen)][: size - len(batch) - n_random]
+        wanted = size - len(batch) - n_random
+        picks = [c for _, c in self.evolve(task, sketches, seen)][:wanted] if wanted > 0 else []
         seen |= {c.identity for c in picks}
         batch += picks
         batch += sample_fresh(sketches, task, self.target, self.rng, size - len(batch), seen)
