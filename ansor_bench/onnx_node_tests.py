@@ -150,8 +150,8 @@ def build_and_check(source, target, log: Path | None, inputs, expected, rtol: fl
         raise StageError("mismatch", why)
 
 
-def tunable_task_count(source, target) -> int:
-    """How many tasks the tuner would tune; 0 where extraction says there is nothing to tune.
+def tune_tasks(source, target, trials: int, log: Path, seed: int) -> int:
+    """Tune the model (`trials` per task); how many tasks were tuned, 0 where extraction finds nothing to tune.
 
     A model with nothing to tune (a zero-size tensor, only untileable ops) is built with IREE's own
     configurations after tuning too, as `ansor-compile` would build it, so it is not a failure of tuning.
@@ -160,7 +160,7 @@ def tunable_task_count(source, target) -> int:
     from ansor_mlir.errors import AnsorError
 
     try:
-        return sum(task.tunable for task in api.extract_tasks(source, target))
+        return len(api.tune(source, target, trials_per_task=trials, log=log, seed=seed, progress=False).tasks)
     except AnsorError as exc:
         if "nothing to tune" in str(exc):
             return 0
@@ -171,7 +171,6 @@ def run_case(case, target, trials: int, work: Path, seed: int = 0, tune: bool = 
     """One node test before and (with `tune`) after a tiny tuning run (`trials`, the tuner's budget; logs in `work`).
     """
     import ansor_mlir
-    from ansor_mlir import api
     from ansor_mlir.errors import AnsorError
 
     start = time.perf_counter()
@@ -193,9 +192,7 @@ def run_case(case, target, trials: int, work: Path, seed: int = 0, tune: bool = 
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tasks = tunable_task_count(source, target)
-            if tasks:
-                api.tune(source, target, trials_per_task=trials, log=log, seed=seed, progress=False)
+            tasks = tune_tasks(source, target, trials, log, seed)
         build_and_check(source, target, log if log.exists() else None, runtime_inputs, expected, case.rtol,
                         case.atol)
     except StageError as exc:

@@ -375,7 +375,7 @@ def apply_best(
         for key, record in best.items()
         if not record.is_default and record.family is not Family.TRANSFORM
     }
-    strategies = best_strategies(text, best, tgt, name) if any(
+    strategies = best_strategies(_extract_tasks(text, tgt, name), best, tgt) if any(
         r.family is Family.TRANSFORM for r in best.values()
     ) else {}
     tuned, _ = attach_configs(flow, configs, name, strategies)
@@ -383,12 +383,13 @@ def apply_best(
 
 
 def best_strategies(
-    text: str, best: dict[str, Record], target: Target, name: str
+    tasks: Sequence[Task], best: dict[str, Record], target: Target
 ) -> dict[str, tuple[str, str]]:
-    """(strategy name, text) per task whose best record is a transform strategy, rebuilt from the record's own
-    trace (older records: from the sketch they name, upgraded against this version's sketches)."""
+    """(strategy name, text) per task (of the program's, as extracted) whose best record is a transform strategy,
+    rebuilt from the record's own trace (older records: from the sketch they name, upgraded against this
+    version's sketches)."""
     out = {}
-    for task in _extract_tasks(text, target, name):
+    for task in tasks:
         record = best.get(task.key)
         if record is None or record.family is not Family.TRANSFORM:
             continue
@@ -421,9 +422,10 @@ def emit_transform_library(
     text = for_ordinary_flows("emit_transform_library", text, name, rewrites, "transform library")
     tgt = resolve_target(target)
     best = _best_for_target(log, tgt)
-    tasks = {t.key: t for t in _extract_tasks(text, tgt, name)}
-    strategies = best_strategies(text, best, tgt, name)
-    return render_library([(tasks[key], *strategies[key]) for key in sorted(strategies)])
+    tasks = _extract_tasks(text, tgt, name)
+    strategies = best_strategies(tasks, best, tgt)
+    by_key = {t.key: t for t in tasks}
+    return render_library([(by_key[key], *strategies[key]) for key in sorted(strategies)])
 
 
 def emit_tuning_spec(
@@ -459,7 +461,7 @@ def tuning_spec(text: str, name: str, log: str | Path, target: Target) -> str | 
                           stacklevel=3)
     tuned = [task for task in tuned if task.key not in left]
     entries = [(task, best[task.key].config) for task in tuned if best[task.key].family is not Family.TRANSFORM]
-    strategies = best_strategies(text, {t.key: best[t.key] for t in tuned}, target, name)
+    strategies = best_strategies(tasks, {t.key: best[t.key] for t in tuned}, target)
     if not entries and not strategies:
         return None
     by_key = {task.key: task for task in tasks}
