@@ -160,15 +160,40 @@ def _lower(importer, pipeline: Sequence[str], what: str, min_parameter_bytes: in
     module = importer(context)
     with tempfile.TemporaryDirectory(prefix="ansor-weights-") as tmp:
         archive = Path(tmp) / "weights.irpa"
-        passes = [
-            *pipeline,
-            "iree-flow-outline-constants",
-            f"iree-io-export-parameters{{path={PARAMETER_SCOPE}={archive} minimum-size={min_parameter_bytes}}}",
-        ]
-        _run_passes(module, passes, what)
+        _run_passes(module, [*pipeline, "iree-flow-outline-constants"], what)
+        inline = _sub_byte_initial_values(module)
+        _run_passes(module, [f"iree-io-export-parameters{{path={PARAMETER_SCOPE}={archive} "
+                             f"minimum-size={min_parameter_bytes}}}"], what)
+        _restore_initial_values(module, inline)
         parameters = archive.read_bytes() if archive.exists() else b""
     text = module.operation.get_asm(assume_verified=True)
     return ModelSource(text, what, entry_function(module), parameters)
+
+
+def _sub_byte_initial_values(module: ir.Module) -> dict[str, ir.Attribute]:
+    """The values of constant globals with sub-byte elements (i1 masks): `iree-compile --iree-parameter-import`
+    leaves those as parameters, so a program built with embedded weights would still ask for an archive."""
+    found = {}
+    for op in ops_of(module.body):
+        if op.name != "util.global" or "initial_value" not in op.attributes:
+            continue
+        kind = ir.TypeAttr(op.attributes["type"]).value
+        if isinstance(kind, ir.ShapedType) and _bits(kind.element_type) % 8:
+            found[ir.StringAttr(op.attributes["sym_name"]).value] = op.attributes["initial_value"]
+    return found
+
+
+def _bits(element: ir.Type) -> int:
+    try:
+        return ir.IntegerType(element).width
+    except ValueError:
+        return 8
+
+
+def _restore_initial_values(module: ir.Module, values: dict[str, ir.Attribute]) -> None:
+    for op in ops_of(module.body):
+        if op.name == "util.global" and ir.StringAttr(op.attributes["sym_name"]).value in values:
+            op.attributes["initial_value"] = values[ir.StringAttr(op.attributes["sym_name"]).value]
 
 
 def _run_passes(module: ir.Module, passes: Sequence[str], what: str) -> None:

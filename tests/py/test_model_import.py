@@ -238,6 +238,22 @@ def test_a_scalar_input_stays_a_scalar(target):
     np.testing.assert_allclose(ansor_mlir.compile(model, target)(x, s), x * s)
 
 
+def test_a_boolean_mask_weight_is_embedded_too(target):
+    """IREE's parameter import leaves i1 tensors as parameters: such weights stay inline, or the program built
+    with embedded weights still asks the runtime for an archive (ONNX test_gather_negative_indices)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    mask = numpy_helper.from_array(np.array([True, False, True, False]), "mask")
+    node = helper.make_node("Where", ["mask", "x", "y"], ["z"], name="where")
+    graph = helper.make_graph([node], "where", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in "xy"],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4])], initializer=[mask])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x, y = np.arange(4, dtype=np.float32), -np.arange(4, dtype=np.float32)
+    source = ansor_mlir.load_model(model)
+    assert not any("flow.parameter" in line and "xi1>" in line for line in source.text.splitlines())
+    np.testing.assert_allclose(api.compile(source, target)(x, y), np.where([True, False, True, False], x, y))
+
+
 def test_whole_program_checks_of_a_model_run_with_its_weights(tmp_path, target):
     """A model's weights live outside its text: the whole-program check must hand them to the runtime, or
     every candidate is rejected unseen and the tuned model is IREE's default."""
