@@ -73,6 +73,10 @@ IGEMM_PASS = "iree-codegen-convolution-to-igemm"
 IM2COL = "iree_linalg_ext.im2col"
 DECOMPOSE_IM2COL_PASS = "iree-linalg-ext-decompose-im2col"
 FOLD_TENSOR_EMPTY = "transform.apply_patterns.tensor.fold_tensor_empty"
+# IREE vectorizes an im2col tile's copies only at a K offset it can prove aligned to the input channels (a
+# constant): the loop over a convolution's K tiles, with its im2col fused in, is unrolled up to this many
+# iterations (a bound on code size; a longer loop keeps element copies, and the search picks bigger K tiles).
+MAX_UNROLLED_K_TILES = 16
 # Knob options, as the transform dialect spells them, to the bindings' enums.
 CONTRACTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorContractLowering}
 REDUCTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorMultiReductionLowering}
@@ -213,6 +217,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     for i in range(dag.last - 1, -1, -1):
         handles[i], forall = s.fuse_into(handles[i], forall)
     im2col = None
+    k_loop = None  # (loop, trips): the loop over the K tiles the im2col is gathered in, if short enough to unroll
     if implicit:
         with _named("im2col"):
             im2col = structured.MatchOp.match_op_names(module, [IM2COL]).result
@@ -264,7 +269,9 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             handles[dag.root], loops = s.tile_for(handles[dag.root], sizes)
             if im2col is not None and not level.startswith("vector_"):
                 # The im2col panel is gathered per cache tile (a stack buffer), reused by its register tiles.
-                im2col, _ = s.fuse_into(im2col, loops[-1])
+                im2col, container = s.fuse_into(im2col, loops[-1])
+                trips = _unrolled_k_tiles(root, sizes)
+                k_loop = (container, trips) if trips else k_loop
             if peel is not None and level == "vector_common_parallel":
                 parts = s.peel(loops[_loop_position(sizes, peel)])
                 handles[dag.root] = s.merge([s.ops_in(part, 1)[0] for part in parts])
@@ -333,6 +340,10 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
         # The fused im2col tiles get destinations of their own (a slice of an empty tensor is an empty tile, not
         # a view of the whole im2col, which would be allocated), then become copies of input rows.
         s.patterns(func, [partial(generic_op.op, FOLD_TENSOR_EMPTY)])
+        if k_loop is not None:
+            # Constant K offsets: each tile's copies become vector loads of input channels.
+            loop.LoopUnrollOp(k_loop[0], factor=k_loop[1])
+            s.patterns(func, [transform.ApplyCanonicalizationPatternsOp])
         with _named("func"):
             func = transform.ApplyRegisteredPassOp(_any(), func, DECOMPOSE_IM2COL_PASS,
                                                    options={"unroll": False}).result
@@ -420,6 +431,16 @@ def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved) -> ir.Va
                              _op_type("tensor.extract_slice"), _op_type("linalg.copy"), unpack)
     with _named("packed_any"):
         return transform.CastOp(_any(), packed).result
+
+
+def _unrolled_k_tiles(root: LinalgOpInfo, sizes: list[int]) -> int:
+    """How many K tiles a level with tile `sizes` loops over when that loop (the innermost it makes: K, the
+    implicit GEMM's last loop) is to be unrolled, else 0."""
+    k = len(root.extents) - 1
+    if root.iterator_types[k] != "reduction" or not sizes[k] or any(sizes[:k]):
+        return 0
+    trips = -(-root.extents[k] // sizes[k])
+    return trips if 1 < trips <= MAX_UNROLLED_K_TILES else 0
 
 
 def _loop_position(sizes: list[int], dim: int) -> int:

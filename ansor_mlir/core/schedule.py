@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -85,6 +86,14 @@ class TileKnob:
     levels: tuple[str, ...]
     padded: bool = False
     op: int | None = None
+    # Nonzero: the outermost tile divides this too (an implicit GEMM's K tiles stay within one kernel tap's
+    # input channels, so their im2col copies are contiguous vector loads).
+    outer_divides: int = 0
+
+    @property
+    def outer_bound(self) -> int:
+        """The largest outermost tile: the extent, or its common divisor with `outer_divides`."""
+        return math.gcd(self.extent, self.outer_divides) if self.outer_divides else self.extent
 
     @property
     def kind(self) -> str:
@@ -95,8 +104,9 @@ class TileKnob:
         return self.op is None
 
     def to_dict(self) -> dict:
+        aligned = {"outer_divides": self.outer_divides} if self.outer_divides else {}
         return {"tile": self.name, "dim": self.dim, "extent": self.extent, "levels": list(self.levels),
-                "padded": self.padded, "op": self.op}
+                "padded": self.padded, "op": self.op, **aligned}
 
 
 @dataclass(frozen=True)
@@ -125,7 +135,8 @@ def knob_from_dict(data: dict) -> Knob:
         return ChoiceKnob(str(data["choice"]), tuple(str(o) for o in data["options"]))
     op = data.get("op")
     return TileKnob(str(data["tile"]), int(data["dim"]), int(data["extent"]), tuple(str(lv) for lv in data["levels"]),
-                    bool(data.get("padded", False)), None if op is None else int(op))
+                    bool(data.get("padded", False)), None if op is None else int(op),
+                    int(data.get("outer_divides", 0)))
 
 
 def tile_knobs(knobs: tuple[Knob, ...]) -> tuple[TileKnob, ...]:

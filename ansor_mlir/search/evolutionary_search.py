@@ -59,7 +59,7 @@ def mutate(candidate: Candidate, sketch: Sketch, task: Task, target: Target, rng
             new = (rng.choice([i for i in range(len(knob.options)) if i != old[0]]),)
         else:
             level = rng.randrange(len(old))
-            bound = knob.extent if level == 0 else old[level - 1]
+            bound = knob.outer_bound if level == 0 else old[level - 1]
             sizes = divisors(bound)
             if knob.padded and level == len(old) - 1:
                 # Padded register tiles: whole vectors (or small row counts) that need not divide the loop.

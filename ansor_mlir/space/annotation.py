@@ -9,6 +9,7 @@ against the target's own limits (`space.limits`).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from functools import lru_cache
 from math import prod
 
@@ -56,7 +57,7 @@ def sample_chain(knob: TileKnob, rng: random.Random, lanes: int = 1) -> tuple[in
     if lanes > 1:
         inner = rng.choice([d for d in divisors(knob.extent) if d % lanes == 0 or d == knob.extent])
     sizes = []
-    bound = knob.extent
+    bound = knob.outer_bound
     for i in range(len(knob.levels)):
         if inner is not None and i == len(knob.levels) - 1:
             size = inner
@@ -91,7 +92,7 @@ def padded_register_options(bound: int, lanes: int) -> tuple[int, ...]:
 
 def sample_padded_chain(knob: TileKnob, rng: random.Random, lanes: int = 1) -> tuple[int, ...]:
     """Outer tiles as divisor chains, the register tile among `padded_register_options`."""
-    outer = sample_chain(TileKnob(knob.name, knob.dim, knob.extent, knob.levels[:-1]), rng) if knob.levels[1:] else ()
+    outer = sample_chain(replace(knob, levels=knob.levels[:-1], padded=False), rng) if knob.levels[1:] else ()
     bound = outer[-1] if outer else knob.extent
     options = padded_register_options(bound, lanes)
     if lanes > 1:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from math import prod
 
 from ansor_mlir.core.affine import AffineMap
-from ansor_mlir.core.schedule import ImplicitGemm, Sketch
+from ansor_mlir.core.schedule import ImplicitGemm, Sketch, Step, TileAndFuse, TileKnob
 from ansor_mlir.core.task import LinalgOpInfo, Task
 from ansor_mlir.space.dag import Dag, task_dag
 
@@ -97,6 +97,30 @@ def implicit_gemm_root(op: LinalgOpInfo) -> LinalgOpInfo | None:
     extents = (*(op.extents[d] for d in parallel), prod(op.extents[d] for d in reductions))
     return replace(op, name="linalg.generic", extents=extents, iterator_types=(*["parallel"] * k, "reduction"),
                    indexing_maps=(*maps, out_map), producers=(-1, -1, op.producers[2]))
+
+
+def channel_run(op: LinalgOpInfo) -> int:
+    """The input channels one kernel tap reads contiguously (the windowed input's innermost dim, a reduction
+    loop): 1 when that dim is a window or the op is no implicit GEMM."""
+    windowed = window_input(op)
+    if windowed is None:
+        return 1
+    inner = op.indexing_maps[windowed].results[-1]
+    if not inner.is_dim() or op.iterator_types[inner.position] != "reduction":
+        return 1
+    return op.extents[inner.position]
+
+
+def align_k_tiles(steps: tuple[Step, ...], k: int, channels: int) -> tuple[Step, ...]:
+    """The steps with the outermost tile of loop `k` (the implicit GEMM's K) dividing `channels`: a K tile
+    within one tap's channels is one contiguous run of the input, which IREE gathers with vector loads."""
+    def aligned(step: Step) -> Step:
+        if not isinstance(step, TileAndFuse):
+            return step
+        knobs = tuple(replace(knob, outer_divides=channels) if isinstance(knob, TileKnob) and knob.dim == k
+                      and knob.of_root else knob for knob in step.knobs)
+        return replace(step, knobs=knobs)
+    return tuple(aligned(step) for step in steps)
 
 
 def implicit_gemm_dag(dag: Dag) -> Dag | None:

@@ -373,6 +373,10 @@ class TransformImplicitGemmRule:
         else:
             steps = decisions.transform_steps(gemm, levels, packed=packed)
             rules = ("td-multi-level-tiling-cached", self.name, *packing)
+        channels = implicit_gemm.channel_run(dag.ops[dag.root])
+        if channels >= target.vector_lanes(task.root.element_bytes) // 2:
+            # Only K tiles within one tap's channels gather their im2col panel with vector loads.
+            steps = implicit_gemm.align_k_tiles(steps, len(root.extents) - 1, channels)
         return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, (ImplicitGemm(), *steps), rules)]
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.tuning_spec import attach_configs
-from ansor_mlir.core.schedule import Candidate, ImplicitGemm, MicroKernel, Pack, Sketch
+from ansor_mlir.core.schedule import Candidate, ImplicitGemm, MicroKernel, Pack, Sketch, TileAndFuse
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import LinalgOpInfo, Task, main_task
 from ansor_mlir.frontend.target_resolution import resolve_target
@@ -147,3 +147,33 @@ def test_grouped_strided_micro_kernel_keeps_accumulators_in_registers(target):
         reports = [hot_loop(path.read_text()) for path in dump_assembly(text, Path(tmp))]
     loop = max((r for r in reports if r is not None), key=lambda r: r.fmas)
     assert loop.is_micro_kernel, (knob.options[0], loop)
+
+
+# 16 input channels per group: one kernel tap's channels are a whole vector (or two) of the input.
+GRP_WIDE = ("GRP", (1, 28, 28, 32, 64, 3, 2, 1, 1, 2))
+
+
+def test_k_tiles_stay_within_one_taps_channels_and_their_loop_unrolls(target):
+    """An implicit GEMM's K tiles divide a tap's input channels, so each im2col copy is a contiguous run; their
+    loop (9 taps here) is unrolled so IREE sees constant, aligned K offsets and copies with vector loads."""
+    task = task_of(GRP_WIDE, target)
+    sketch = implicit_gemm_sketch(task, target)
+    (k_knob,) = [k for k in sketch.step(TileAndFuse).knobs if k.dim == 5]
+    assert (k_knob.extent, k_knob.outer_divides) == (144, 16)
+    rng = random.Random(0)
+    sampled = [c for c in (sample_candidate(sketch, task, target, rng) for _ in range(20)) if c is not None]
+    assert sampled and all(16 % dict(c.values)["d5"][0] == 0 for c in sampled)
+    values = dict(sampled[0].values)
+    values["d5"] = (16, values["d5"][-1] if 16 % values["d5"][-1] == 0 else 1)
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    work = make_workload(*GRP_WIDE)
+    flow = compile_to_phase(work.mlir, target.compile_flags(), "flow", GRP_WIDE[0])
+    item = build_input(task, sketch, candidate, flow)
+    _, script = item.strategy
+    assert "transform.loop.unroll" in script and "factor = 9" in script
+    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([item])
+    assert build.ok, f"{build.error.value} {build.message}"
+    inputs = work.inputs()
+    (expected,) = work.reference(inputs)
+    (got,) = run_once(build.program.vmfb, work.func_name, inputs)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
