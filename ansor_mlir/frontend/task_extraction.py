@@ -232,6 +232,10 @@ def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tupl
                 results.append(stored if stored.type == bound and _is_full(op) else _insert(op, stored, bound, end))
                 op.erase()
             elif op.name != "func.return":
+                if _reads_block_arguments(op, body.regions[0].blocks[0]):
+                    # The op would outlive the bindings it reads (erasing them crashes the bindings).
+                    name = ir.StringAttr(func.attributes["sym_name"]).value
+                    raise AnsorError(f"dispatch {name}: {op.name} reads a binding other than through a load")
                 op.detach_from_parent()
                 end.insert(op)
         func_dialect.ReturnOp(results, ip=end)
@@ -242,6 +246,14 @@ def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tupl
             name = ir.StringAttr(func.attributes["sym_name"]).value
             raise AnsorError(f"dispatch {name}: cannot rebuild it as a function: {exc}") from None
         return str(task), [str(t) for t in inputs], [str(t) for t in outputs]
+
+
+def _reads_block_arguments(op: ir.Operation, block: ir.Block) -> bool:
+    """Whether `op`, or an op nested in it, uses an argument of `block`."""
+    if any(isinstance(v, ir.BlockArgument) and v.owner == block for v in op.operands):
+        return True
+    return any(_reads_block_arguments(inner, block) for region in op.regions for b in region.blocks
+               for inner in ops_of(b))
 
 
 def _argument_number(value: ir.Value) -> int:

@@ -26,8 +26,10 @@ from ansor_bench.onnx_node_tests import (  # noqa: E402
 )
 
 # The last passing one has a dispatch that loads a value that is no binding: not a task, the rest still tune.
+# test_lstm_bidirectional has dispatches that read a binding without a load (a workload ordinal): not tasks;
+# rebuilding them as tasks once crashed the MLIR bindings.
 SAMPLE = ("test_matmul_2d", "test_gemm_default_matrix_bias", "test_relu", "test_reshape_reordered_all_dims",
-          "test_center_crop_pad_crop_and_pad_expanded", "test_sequence_insert_at_back")
+          "test_center_crop_pad_crop_and_pad_expanded", "test_lstm_bidirectional", "test_sequence_insert_at_back")
 
 
 @pytest.fixture(scope="module")
