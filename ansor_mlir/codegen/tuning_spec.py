@@ -28,7 +28,7 @@ from ansor_mlir.core.task import IreeConfig, Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.task_extraction import compute_ops, dispatch_executable_key, dispatch_function
 from ansor_mlir.mlir import generic_op
-from ansor_mlir.mlir.context import new_context, ops_of, parse_module, print_op, shared_context, verify
+from ansor_mlir.mlir.context import new_context, ops_of, parse_module, print_op, shared_context, verify, walk
 from ansor_mlir.mlir.generic_op import WITH_NAMED_SEQUENCE, transform_library
 
 READONLY = "transform.readonly"
@@ -136,15 +136,12 @@ def unmatchable(task: Task) -> str | None:
 def _unmatchable_root(root: ir.Operation) -> str | None:
     """IREE's DAG matcher compares the root's body value by value, mapping only values defined in the DAG: a body
     that uses a value of the enclosing function (the zero of a fused ReLU, say) matches no payload op."""
-    defined: list[ir.Value] = []
+    defined: list[ir.Value] = [arg for region in root.regions for block in region.blocks for arg in block.arguments]
     used: list[ir.Value] = []
-    for region in root.regions:
-        for block in region.blocks:
-            defined += list(block.arguments)
-            for op in _nested_ops(block):
-                defined += list(op.results)
-                used += list(op.operands)
-                defined += [arg for inner in op.regions for b in inner.blocks for arg in b.arguments]
+    for op in walk(root):
+        defined += list(op.results)
+        used += list(op.operands)
+        defined += [arg for inner in op.regions for b in inner.blocks for arg in b.arguments]
     captured: list[ir.Value] = []
     for value in used:
         if value not in defined and value not in captured:
@@ -153,17 +150,6 @@ def _unmatchable_root(root: ir.Operation) -> str | None:
         return None
     return (f"its body uses {len(captured)} value(s) defined outside it (such as {captured[0].get_name()}), which "
             "IREE's DAG matcher cannot compare")
-
-
-def _nested_ops(block: ir.Block) -> list[ir.Operation]:
-    """Every op in `block`, and in the regions of those ops, outermost first."""
-    found = []
-    for op in ops_of(block):
-        found.append(op)
-        for region in op.regions:
-            for inner in region.blocks:
-                found += _nested_ops(inner)
-    return found
 
 
 def match_root(handle: ir.Value, root: ir.Operation) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from iree.compiler import ir, passmanager
 from iree.compiler.dialects import linalg, tensor
 
-from ansor_mlir.frontend.task_extraction import walk
+from ansor_mlir.mlir.context import walk
 
 NAME = "channels-last"
 

@@ -27,7 +27,7 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.onnx_import import ONNX_TO_LINALG, import_onnx, is_onnx_model
 from ansor_mlir.frontend.torch_import import TORCH_TO_LINALG, import_torch, is_factory_reference, is_torch_module
 from ansor_mlir.frontend.torch_import import load_factory as load_torch_factory
-from ansor_mlir.mlir.context import new_context, ops_of, parse_module
+from ansor_mlir.mlir.context import new_context, ops_of, parse_module, walk
 
 PARAMETER_SCOPE = "model"
 # Weights move out of the IR from this many bytes up (0: every tensor constant the model carries).
@@ -203,7 +203,7 @@ def _run_passes(module: ir.Module, passes: Sequence[str], what: str) -> None:
             manager.run(module.operation)
         except ir.MLIRError as exc:
             raise AnsorError(lowering_error(module, exc, what)) from None
-    leftover = next((op for op in _walk(module.operation) if op.name.startswith(TORCH_DIALECT_PREFIXES)), None)
+    leftover = next((op for op in walk(module.operation) if op.name.startswith(TORCH_DIALECT_PREFIXES)), None)
     if leftover is not None:
         raise AnsorError(f"{what}: op {leftover.name} at {describe_location(leftover.location)} was not lowered "
                          f"to linalg by IREE {iree_version.VERSION}: replace it in the model")
@@ -211,7 +211,7 @@ def _run_passes(module: ir.Module, passes: Sequence[str], what: str) -> None:
 
 def lowering_error(module: ir.Module, exc: ir.MLIRError, what: str) -> str:
     """One line: the model op IREE cannot lower (an ONNX op left as `torch.operator`), else its first diagnostic."""
-    for op in _walk(module.operation):
+    for op in walk(module.operation):
         if op.name == UNSUPPORTED_OP and "name" in op.attributes:
             kind = ir.StringAttr(op.attributes["name"]).value
             return (f"{what}: {kind.replace('onnx.', 'ONNX op ', 1)} ({describe_location(op.location)}) is not "
@@ -237,10 +237,3 @@ def describe_location(location: ir.Location) -> str:
             continue
     return "unknown location"
 
-
-def _walk(op: ir.Operation):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in ops_of(block):
-                yield inner
-                yield from _walk(inner)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -43,6 +43,7 @@ from iree.compiler.dialects import arith, linalg, tensor
 
 from ansor_mlir.core.affine import AffineExpr, AffineMap
 from ansor_mlir.frontend.affine_maps import affine_map_from_ir
+from ansor_mlir.mlir.context import walk
 
 NAME = "phase-decomposition"
 CASTS = frozenset({"arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp", "arith.truncf"})
@@ -119,7 +120,7 @@ class Match:
 
 def decompose_transposed_convolutions(module: ir.Module) -> int:
     """Rewrite every convolution over a zero-inserted input in `module` into its phases; how many were."""
-    matches = [m for m in (match_transposed_convolution(op) for op in list(_walk(module.operation))) if m]
+    matches = [m for m in (match_transposed_convolution(op) for op in list(walk(module.operation))) if m]
     for found in matches:
         _decompose(found)
     return len(matches)
@@ -279,14 +280,6 @@ def _through_casts(value: ir.Value) -> ir.Value:
 
 def _static_tensor(t: ir.Type) -> ir.RankedTensorType | None:
     return t if isinstance(t, ir.RankedTensorType) and t.has_static_shape else None
-
-
-def _walk(op: ir.Operation) -> Iterator[ir.Operation]:
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from _walk(inner.operation)
 
 
 # ---- the rewrite ----------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from math import prod
 
 from iree.compiler import ir
@@ -25,7 +25,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, RootOp, Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.affine_maps import indexing_maps
-from ansor_mlir.mlir.context import new_context, ops_of, parse_module
+from ansor_mlir.mlir.context import new_context, ops_of, parse_module, walk
 from ansor_mlir.mlir.iree_attributes import cpu_lowering_levels, cpu_pipeline
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, first_error_line, run_tool
 
@@ -102,15 +102,6 @@ def tasks_from_flow(flow_text: str, target: Target, what: str) -> list[Task]:
 def dispatch_function(exe: ir.Operation) -> ir.Operation:
     inner = [op for op in ops_of(exe.regions[0].blocks[0]) if op.name == "builtin.module"][0]
     return [op for op in ops_of(inner.regions[0].blocks[0]) if op.name == "func.func"][0]
-
-
-def walk(op: ir.Operation) -> Iterator[ir.Operation]:
-    """Every op nested in `op`, in program order."""
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in ops_of(block):
-                yield inner
-                yield from walk(inner)
 
 
 def dispatch_sites(module: ir.Operation) -> list[ir.Operation]:
@@ -250,10 +241,8 @@ def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tupl
 
 def _reads_block_arguments(op: ir.Operation, block: ir.Block) -> bool:
     """Whether `op`, or an op nested in it, uses an argument of `block`."""
-    if any(isinstance(v, ir.BlockArgument) and v.owner == block for v in op.operands):
-        return True
-    return any(_reads_block_arguments(inner, block) for region in op.regions for b in region.blocks
-               for inner in ops_of(b))
+    return any(isinstance(v, ir.BlockArgument) and v.owner == block
+               for each in (op, *walk(op)) for v in each.operands)
 
 
 def _argument_number(value: ir.Value) -> int:

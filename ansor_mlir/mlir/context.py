@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 from iree.compiler import ir
@@ -144,6 +145,15 @@ def print_op(op: ir.Operation) -> str:
 
 def ops_of(block: ir.Block) -> list[ir.Operation]:
     return [op.operation for op in block.operations]
+
+
+def walk(op: ir.Operation) -> Iterator[ir.Operation]:
+    """Every op nested in `op`, in program order."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in ops_of(block):
+                yield inner
+                yield from walk(inner)
 
 
 def indent(text: str, spaces: int) -> str:
