@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +73,15 @@ class Roofline:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def scaled(self, threads: int) -> Roofline:
+        """The limit of `threads` cores: one core's peak times `threads`; bandwidth stays one core's (a lower
+        bound: one core rarely saturates memory)."""
+        if threads <= 1:
+            return self
+        return replace(self, peak_flops=self.peak_flops * threads,
+                       peak_method=f"{threads} x one core's: {self.peak_method}",
+                       bandwidth_method=f"one core's (a lower bound for {threads}): {self.bandwidth_method}")
 
     def best_with(self, other: Roofline) -> Roofline:
         """Both measurements combined: limits are maxima, so load on a shared machine only lowers them."""

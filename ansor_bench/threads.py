@@ -1,4 +1,4 @@
-"""One runtime thread for every contender, set before any thread pool exists.
+"""Thread counts for every contender, set before any thread pool exists.
 
 BLAS, OpenMP and TVM read these variables once, when their pools start (for
 numpy's OpenBLAS: at `import numpy`), so the benchmark pins them first thing.
@@ -13,6 +13,6 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
                     "NUMEXPR_NUM_THREADS", "TVM_NUM_THREADS")
 
 
-def pin_single_thread() -> None:
-    """Pin every known pool of this process and its children to one thread."""
-    os.environ.update({name: "1" for name in THREAD_VARIABLES})
+def pin_threads(threads: int = 1) -> None:
+    """Pin every known pool of this process and its children to `threads` threads."""
+    os.environ.update({name: str(threads) for name in THREAD_VARIABLES})

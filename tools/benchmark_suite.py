@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # ansor_bench sits at the repo root, not installed
 
-from ansor_bench.threads import pin_single_thread  # noqa: E402
+from ansor_bench.threads import pin_threads  # noqa: E402
 
 
 def parse_shapes(text: str) -> str | list[int]:
@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("runs/bench"), help="output directory")
     p.add_argument("--docs", type=Path, default=None, help="also write this markdown report (e.g. docs/benchmarks.md)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads of every contender: IREE's task workers, PyTorch, BLAS, TVM (default 1)")
     return p
 
 
@@ -74,7 +76,8 @@ def pick_workloads(args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
-    pin_single_thread()
+    args = parser().parse_args(argv)
+    pin_threads(max(1, args.threads))
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -82,10 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     from ansor_bench.contenders import Settings, select_contenders
     from ansor_bench.roofline import measure_roofline
     from ansor_bench.suite import TimingPlan, rescored, run_workload
+    from ansor_mlir.core.fma_throughput import peak_check, reported_clock_hz
     from ansor_mlir.core.target import detect_host
     from ansor_mlir.errors import AnsorError
+    from ansor_mlir.frontend.target_resolution import resolve_target
 
-    args = parser().parse_args(argv)
     console = Console(stderr=True)
     out_dir: Path = args.out
     try:
@@ -94,13 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     except AnsorError as exc:
         console.print(f"[red]error[/]: {exc}")
         return 2
-    if args.trials < 1:
-        console.print("[red]error[/]: --trials must be >= 1")
+    if args.trials < 1 or args.threads < 1:
+        console.print("[red]error[/]: --trials and --threads must be >= 1")
         return 2
-    target = detect_host(threads=1)
+    target = detect_host(threads=args.threads)
+    if target.runtime_flags():
+        import iree.runtime as rt
+
+        rt.flags.parse_flags(*target.runtime_flags())  # before the first device: IREE's worker count
     plan = TimingPlan(rounds=args.rounds or (3 if args.quick else 10), min_round_s=0.02 if args.quick else 0.05)
     out_dir.mkdir(parents=True, exist_ok=True)
-    settings = Settings(target, args.trials, args.tvm_trials or args.trials, out_dir.resolve(), args.seed)
+    settings = Settings(target, args.trials, args.tvm_trials or args.trials, out_dir.resolve(), args.seed,
+                        args.threads)
     console.print("measuring this machine's roofline (1 thread)...")
     roofline = measure_roofline(target.l3_bytes, quick=args.quick, caches=(target.l2_bytes, target.l3_bytes))
     cells, curves = [], []
@@ -118,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print("measuring the roofline again (1 thread)...")
     roofline = roofline.best_with(
         measure_roofline(target.l3_bytes, quick=args.quick, caches=(target.l2_bytes, target.l3_bytes)))
+    roofline = roofline.scaled(args.threads)
     by_label = {w.label: w for w in workloads}
     cells = [rescored(c, by_label[c.workload], roofline) for c in cells]
     shapes = ";".join(args.shape) if args.shape else args.shapes if isinstance(args.shapes, str) else ",".join(
@@ -125,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     budgets = {"trials": settings.trials, "tvm_trials": settings.tvm_trials, "shapes": shapes,
                "rounds": plan.rounds, "min_round_ms": int(plan.min_round_s * 1e3)}
     command = "python tools/benchmark_suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    report = rep.BenchReport(rep.run_metadata(command, budgets, REPO), roofline,
+    meta = rep.run_metadata(command, budgets, REPO, args.threads)
+    meta["peak_check"] = peak_check(resolve_target(target).resolved_cpu, roofline.peak_flops / args.threads,
+                                    reported_clock_hz())
+    report = rep.BenchReport(meta, roofline,
                              [c.name for c in contenders], [w.label for w in workloads], cells, curves)
     rep.write_csv(report, out_dir / "results.csv")
     rep.write_json(report, out_dir / "results.json")
@@ -136,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     out.print(f"peak {roofline.peak_flops / 1e9:.1f} GFLOP/s ({roofline.peak_method}); "
               f"bandwidth {roofline.bandwidth_bytes_s / 1e9:.1f} GB/s ({roofline.bandwidth_method})")
     if args.docs:
-        docs_data = args.docs.parent / "bench"
+        docs_data = args.docs.parent / args.docs.stem  # each report its own data: docs/X.md, docs/X/
         docs_data.mkdir(parents=True, exist_ok=True)
         if docs_data.resolve() != out_dir.resolve():
             for path in [out_dir / "results.csv", out_dir / "results.json", *plots]:

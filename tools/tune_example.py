@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ansor_bench.threads import pin_single_thread  # noqa: E402
+from ansor_bench.threads import pin_threads  # noqa: E402
 
-pin_single_thread()
+pin_threads()
 
 import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402

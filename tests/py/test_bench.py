@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ansor_bench.roofline import measure_roofline
+from ansor_bench.roofline import Roofline, measure_roofline
 from ansor_bench.timing import mismatch
+from ansor_mlir.core.fma_throughput import fma_throughput, peak_check, reported_clock_hz
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,8 +72,41 @@ def test_quick_run_writes_csv_json_plots_and_markdown(tmp_path):
     text = doc.read_text()
     for needle in ("## Geomean speedups", "vs IREE default", "% of peak", "GMM(1,32,32,32)", "Peak f32"):
         assert needle in text
-    assert (doc.parent / "bench" / "results.csv").exists()
-    assert (doc.parent / "bench" / "speedup_vs_iree_default.png").stat().st_size > 1000
+    assert (doc.parent / "benchmarks" / "results.csv").exists()
+    assert (doc.parent / "benchmarks" / "speedup_vs_iree_default.png").stat().st_size > 1000
+
+
+def test_threads_reach_every_contender_and_the_report(tmp_path):
+    out, doc = tmp_path / "out", tmp_path / "docs" / "two.md"
+    cmd = [sys.executable, str(REPO / "tools" / "benchmark_suite.py"), "--quick", "--threads", "2",
+           "--shape", "GMM=1,64,64,64", "--contenders", "iree,numpy", "--out", str(out), "--docs", str(doc)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "results.json").read_text())
+    assert data["meta"]["threads"] == 2
+    assert all(c["status"] == "ok" for c in data["cells"]), data["cells"]
+    text = doc.read_text()
+    assert "batch 1, 2 threads" in text and "local-task, 2 workers" in text and "2 x one core's" in text
+
+
+def test_two_cores_have_twice_one_cores_peak_and_the_same_bandwidth():
+    one = Roofline(1e11, 2e10, "kernel", "triad", ((1 << 20, 1e11),))
+    two = one.scaled(2)
+    assert two.peak_flops == 2e11 and two.bandwidth_bytes_s == one.bandwidth_bytes_s
+    assert one.scaled(1) is one and "2 x one core's" in two.peak_method
+
+
+def test_a_measured_peak_is_checked_against_the_documented_fma_throughput(tmp_path):
+    assert fma_throughput("znver3").f32_flops_per_cycle == 32
+    assert fma_throughput("sapphirerapids").f32_flops_per_cycle == 64
+    text = peak_check("znver4", 1.1e11, 3.0e9)
+    assert "32 f32 FLOP/cycle" in text and "3.44 GHz" in text and "96.0 GFLOP/s" in text and "= 1.15" in text
+    assert "unchecked" in peak_check("some-new-cpu", 1e11, None)
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\ncpu MHz\t\t: 2596.126\n")
+    assert reported_clock_hz(cpuinfo, tmp_path / "absent") == 2596.126e6
+    (tmp_path / "max").write_text("3700000\n")
+    assert reported_clock_hz(cpuinfo, tmp_path / "max") == 3.7e9
 
 
 def test_the_library_never_imports_the_bench_package():
