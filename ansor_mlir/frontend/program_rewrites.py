@@ -20,6 +20,8 @@ from iree.compiler import ir
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.channels_last import NAME as CHANNELS_LAST
 from ansor_mlir.frontend.channels_last import convert_to_channels_last
+from ansor_mlir.frontend.pad_fusion import NAME as PAD_FUSION
+from ansor_mlir.frontend.pad_fusion import fuse_pads_into_window_ops
 from ansor_mlir.frontend.phase_decomposition import NAME as PHASE_DECOMPOSITION
 from ansor_mlir.frontend.phase_decomposition import decompose_transposed_convolutions
 from ansor_mlir.mlir.context import new_context, parse_module
@@ -28,10 +30,13 @@ from ansor_mlir.mlir.context import new_context, parse_module
 REWRITES: dict[str, Callable[[ir.Module], int]] = {
     PHASE_DECOMPOSITION: decompose_transposed_convolutions,
     CHANNELS_LAST: convert_to_channels_last,
+    PAD_FUSION: fuse_pads_into_window_ops,
 }
 NO_REWRITES = "none"
 SEPARATOR = "+"
-# Phase decomposition first: the convolutions it makes are then channels-last ones too.
+# Phase decomposition first: the convolutions it makes are then channels-last ones too. Pad fusion is opt-in
+# (`rewrites=phase-decomposition+channels-last+pad-fusion`, last, on the final form of every window op): a
+# flow-level module it shaped builds only with `--iree-flow-enable-pad-handling` (`mlir.iree_compiler`).
 DEFAULT_REWRITES = SEPARATOR.join((PHASE_DECOMPOSITION, CHANNELS_LAST))
 
 

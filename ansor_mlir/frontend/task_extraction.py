@@ -25,6 +25,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, RootOp, Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.affine_maps import indexing_maps
+from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
 from ansor_mlir.mlir.context import new_context, ops_of, parse_module, walk
 from ansor_mlir.mlir.iree_attributes import cpu_lowering_levels, cpu_pipeline
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, first_error_line, run_tool
@@ -473,7 +474,7 @@ def default_configuration(func_text: str, target: Target) -> tuple[IreeConfig | 
     result = run_tool(
         "iree-compile",
         [*target.compile_flags(), "--compile-to=executable-configurations", "-"],
-        stdin=func_text.encode(),
+        stdin=as_one_dispatch(func_text, "task").encode(),
     )
     if not result.ok:
         return None, (f"IREE cannot configure it: {first_error_line(result.stderr)}",), ""

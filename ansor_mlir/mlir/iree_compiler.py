@@ -89,6 +89,17 @@ def compile_to_phase(mlir: str, flags: list[str], phase: str, what: str) -> str:
     return result.stdout.decode()
 
 
+# IREE runs dispatch creation again over a flow-level module's executables; its pad-to-insert-slice pass then
+# turns a pad that a dispatch region fused into a convolution (`frontend.pad_fusion`) into a fill and an
+# insert_slice that the convolution's tiling cannot take ("large vector sizes"). Native pad handling keeps it.
+FLOW_PAD_FLAG = "--iree-flow-enable-pad-handling"
+
+
+def flow_level_flags(mlir: str) -> list[str]:
+    """Flags a flow-level module needs to build as it was formed: pad handling when an executable holds a pad."""
+    return [FLOW_PAD_FLAG] if "flow.executable" in mlir and "tensor.pad" in mlir else []
+
+
 def compile_vmfb(
     mlir: str,
     flags: list[str],
@@ -97,6 +108,7 @@ def compile_vmfb(
     memory_bytes: int = DEFAULT_MEMORY_BYTES,
 ) -> ToolResult:
     """Compile MLIR text to a VM flatbuffer at `out_path`."""
+    flags = [*flags, *flow_level_flags(mlir)]
     with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
         f.write(mlir)
         src = f.name

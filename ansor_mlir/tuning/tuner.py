@@ -38,6 +38,7 @@ from ansor_mlir.database.records import (
     task_history,
 )
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import Builder, BuildInput
 from ansor_mlir.measure.dask_engine import cluster_measurers
@@ -120,7 +121,9 @@ class TaskSession:
 
 
 def task_module(task: Task) -> str:
-    return as_module(task.func_text, f"task {task.name}")
+    """The task as a module to build: one dispatch, as in the program (`as_one_dispatch`)."""
+    what = f"task {task.name}"
+    return as_module(as_one_dispatch(task.func_text, what), what)
 
 
 def build_input(task: Task, sketch: Sketch, candidate: Candidate, flow_text: str) -> BuildInput:
