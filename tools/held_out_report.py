@@ -2,16 +2,21 @@
 
     python tools/held_out_report.py --docs docs/held_out.md          # 32 trials each (about 15 min)
     python tools/held_out_report.py --trials 8 --workloads Dense      # one, quick
+    python tools/held_out_report.py --rewrites phase-decomposition+channels-last+pad-fusion --docs ...
 
 For each held-out workload (`held_out` in ansor_bench/ansor_paper_suite.json,
 plus a 3x3 conv and a depthwise conv at shapes the suite does not list) this
 runs the commands of the README's `ansor-opt` section as subprocesses:
 
-    ansor-opt IN.mlir --ansor-tune="trials=T log=L.jsonl" -o OUT.mlir
-    ansor-opt IN.mlir --ansor-emit-tuning-spec="log=L.jsonl" -o SPEC.mlir
+    ansor-opt IN.mlir --ansor-tune="trials=T log=L.jsonl rewrites=R" -o OUT.mlir
+    ansor-opt IN.mlir --ansor-rewrite="rewrites=R" -o REWRITTEN.mlir
+    ansor-opt REWRITTEN.mlir --ansor-emit-tuning-spec="log=L.jsonl" -o SPEC.mlir
     iree-compile IN.mlir                                         (IREE's default)
     iree-compile OUT.mlir                                        (the tuned flow-level module)
-    iree-compile IN.mlir --iree-codegen-tuning-spec-path=SPEC.mlir
+    iree-compile REWRITTEN.mlir --iree-codegen-tuning-spec-path=SPEC.mlir
+
+(`REWRITTEN.mlir` is `IN.mlir` when no rewrite applies; an `OUT.mlir` with a
+fused pad also gets `--iree-flow-enable-pad-handling`, see docs/program_rewrites.md)
 
 and times the three programs alternately in one process (1 thread), every
 output checked against numpy. Logs live in `--work`; a rerun resumes them.
@@ -48,17 +53,23 @@ def _run(command: list[str]) -> None:
         raise SystemExit(f"held_out_report: `{' '.join(command)}` failed: {lines[-1] if lines else done.returncode}")
 
 
-def build_all(workload: Workload, work: Path, trials: int, flags: list[str]) -> dict[str, Path]:
-    """Tune (resuming the log), emit OUT.mlir and SPEC.mlir, and compile the three programs."""
+def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rewrites: str) -> dict[str, Path]:
+    """Tune (resuming the log), emit OUT.mlir, the rewritten program and SPEC.mlir, and compile the three
+    programs."""
+    from ansor_mlir.mlir.iree_compiler import flow_level_flags
+
     work.mkdir(parents=True, exist_ok=True)
     source, out, spec, log = work / "IN.mlir", work / "OUT.mlir", work / "SPEC.mlir", work / "L.jsonl"
+    rewritten = work / "REWRITTEN.mlir"
     source.write_text(workload.mlir)
-    _run(["ansor-opt", str(source), f"--ansor-tune=trials={trials} log={log} seed=0", "-o", str(out)])
-    _run(["ansor-opt", str(source), f"--ansor-emit-tuning-spec=log={log}", "-o", str(spec)])
+    _run(["ansor-opt", str(source), f"--ansor-tune=trials={trials} log={log} seed=0 rewrites={rewrites}",
+          "-o", str(out)])
+    _run(["ansor-opt", str(source), f"--ansor-rewrite=rewrites={rewrites}", "-o", str(rewritten)])
+    _run(["ansor-opt", str(rewritten), f"--ansor-emit-tuning-spec=log={log}", "-o", str(spec)])
     vmfbs = {name: work / f"{name}.vmfb" for name in BUILDS}
     _run(["iree-compile", *flags, str(source), "-o", str(vmfbs["iree_default"])])
-    _run(["iree-compile", *flags, str(out), "-o", str(vmfbs["out_mlir"])])
-    _run(["iree-compile", *flags, f"--iree-codegen-tuning-spec-path={spec}", str(source), "-o",
+    _run(["iree-compile", *flags, *flow_level_flags(out.read_text()), str(out), "-o", str(vmfbs["out_mlir"])])
+    _run(["iree-compile", *flags, f"--iree-codegen-tuning-spec-path={spec}", str(rewritten), "-o",
           str(vmfbs["tuning_spec"])])
     return vmfbs
 
@@ -76,7 +87,7 @@ def measure(label: str, workload: Workload, vmfbs: dict[str, Path]) -> dict:
     return {"label": label, "workload": workload.label, "gflop": workload.flops / 1e9, "ms": ms, "wrong": wrong}
 
 
-def markdown(rows: list[dict], trials: int, flags: list[str]) -> str:
+def markdown(rows: list[dict], trials: int, flags: list[str], rewrites: str) -> str:
     lines = [
         "# Held-out shapes through ordinary IREE flows",
         "",
@@ -84,10 +95,13 @@ def markdown(rows: list[dict], trials: int, flags: list[str]) -> str:
         "ratios.",
         "",
         f"Each workload (shapes no test, suite entry or training log has) is tuned with `ansor-opt "
-        f"--ansor-tune=\"trials={trials}\"`; the tuned program is then built by plain `iree-compile` twice: from "
-        "the tuned flow-level module `OUT.mlir`, and from the untouched input with the emitted tuning spec "
+        f"--ansor-tune=\"trials={trials} rewrites={rewrites}\"`; the tuned program is then built by plain "
+        "`iree-compile` twice: from the tuned flow-level module `OUT.mlir` (with `--iree-flow-enable-pad-handling` "
+        "where it holds a fused pad), and from the program after its rewrites (`ansor-opt --ansor-rewrite`; the "
+        "input itself when none applies) with the emitted tuning spec "
         f"(`--iree-codegen-tuning-spec-path=SPEC.mlir`). Compile flags: `{' '.join(flags)}`. The three programs "
-        "are timed alternately (15 rounds); every output is checked against numpy.",
+        "are timed alternately (15 rounds); every output is checked against numpy. IREE's default builds the "
+        "untouched input.",
         "",
         "| workload | GFLOP | IREE default (ms) | `iree-compile OUT.mlir` (ms) | speedup | with the tuning spec (ms) "
         "| speedup | outputs |",
@@ -109,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=32)
     parser.add_argument("--work", type=Path, default=Path("build/held_out"))
     parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/held_out.md)")
+    parser.add_argument("--rewrites", default=None, help="program rewrites (ansor-opt's rewrites=; default: its "
+                                                         "default)")
     args = parser.parse_args(argv)
     names = [n for n in args.workloads.split(",") if n]
     unknown = [n for n in names if n not in HELD_OUT]
@@ -117,16 +133,19 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     from ansor_mlir import api
+    from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES
 
     flags = api.resolve_target("llvm-cpu").compile_flags()
+    rewrites = args.rewrites or DEFAULT_REWRITES
     rows = []
     for name in names:
         generator, shape = HELD_OUT[name]
         workload = make_workload(generator, shape)
         print(f"{name}: tuning {workload.label} ({args.trials} trials)", flush=True)
-        rows.append(measure(name, workload, build_all(workload, args.work / name, args.trials, flags)))
+        rows.append(measure(name, workload, build_all(workload, args.work / name, args.trials, flags,
+                                                         rewrites)))
         print(rows[-1], flush=True)
-    text = markdown(rows, args.trials, flags)
+    text = markdown(rows, args.trials, flags, rewrites)
     print(text)
     if args.docs:
         args.docs.write_text(text)
