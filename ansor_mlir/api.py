@@ -29,6 +29,7 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, best_records, read_records, upgrade_legacy
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.model_source import ModelSource, is_model_object, is_model_reference, load_model
+from ansor_mlir.frontend.pad_fusion import NAME as PAD_FUSION
 from ansor_mlir.frontend.program_rewrites import (
     DEFAULT_REWRITES,
     NO_REWRITES,
@@ -43,7 +44,7 @@ from ansor_mlir.frontend.torch_import import is_factory_reference
 from ansor_mlir.measure.gpu_device import no_device_message
 from ansor_mlir.measure.qemu_runner import find_emulated_runtime
 from ansor_mlir.mlir.context import MAX_TEXT_CHARS
-from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
+from ansor_mlir.mlir.iree_compiler import FLOW_PAD_FLAG, compile_to_phase, compile_vmfb, first_error_line
 from ansor_mlir.mlir.iree_module import CompiledModel
 from ansor_mlir.passes.ansor_passes import Toolkit
 from ansor_mlir.passes.pass_options import PASSES, BadValue, Option
@@ -256,6 +257,13 @@ class TuneResult:
     log: Path
 
 
+
+def _build_hint(changed: RewrittenProgram) -> str:
+    """What a user building the flow-level output by hand must add, for rewrites that need it."""
+    if PAD_FUSION not in changed.names:
+        return ""
+    return f"; build the flow-level output with `iree-compile {FLOW_PAD_FLAG}` (fused pads)"
+
 def tune(
     module: str | Path,
     target: str | Target = "llvm-cpu",
@@ -312,7 +320,7 @@ def tune(
     opts = dataclasses.replace(opts, rewrites=changed.names)
     if changed.applied:
         for callback in (ConsoleProgress(progress=opts.progress), *callbacks):
-            callback.on_note(f"{name}: program rewritten before tuning: {changed.summary()}")
+            callback.on_note(f"{name}: program rewritten before tuning: {changed.summary()}{_build_hint(changed)}")
     tgt = resolve_target(target)
     no_device = no_device_message(tgt) if opts.trials > 0 else None
     if no_device is not None:

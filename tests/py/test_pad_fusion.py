@@ -11,8 +11,17 @@ from ansor_mlir.frontend.pad_fusion import NAME
 from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, SEPARATOR, rewrite_program
 from ansor_mlir.measure.compare import load_function
 from ansor_mlir.mlir.iree_compiler import FLOW_PAD_FLAG, compile_vmfb, run_tool
+from ansor_mlir.tuning.callbacks import TuningCallback
 
 WITH_PAD_FUSION = SEPARATOR.join((DEFAULT_REWRITES, NAME))
+
+
+class Notes(TuningCallback):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_note(self, message: str) -> None:
+        self.seen.append(message)
 
 MAX_POOL = """
 func.func @pool(%x: tensor<1x9x9x16xf32>) -> tensor<1x9x9x16xf32> {
@@ -71,8 +80,10 @@ def test_a_task_holding_a_pad_is_built_as_one_dispatch():
 def test_a_tuned_depthwise_program_with_fused_pads_builds_runs_and_matches_numpy(tmp_path):
     workload = make_workload("DEP", [1, 14, 14, 32, 3, 1, 1])
     target = api.resolve_target("llvm-cpu")
+    notes = Notes()
     result = api.tune(workload.mlir, target, trials_per_task=2, log=tmp_path / "log.jsonl", progress=False,
-                      rewrites=WITH_PAD_FUSION)
+                      rewrites=WITH_PAD_FUSION, callbacks=[notes])
+    assert any("pad-fusion (1 op)" in n and FLOW_PAD_FLAG in n for n in notes.seen), notes.seen
     assert [r.task.ops for r in result.tasks] == [("linalg.depthwise_conv_2d_nhwc_hwc",)]  # no pad dispatch
     assert "tensor.pad" in result.module and "flow.executable" in result.module
     # A flow-level module with a fused pad builds only with native pad handling; compile_vmfb adds it.
