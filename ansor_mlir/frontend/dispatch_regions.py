@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from ansor_mlir.mlir.context import new_context, ops_of, parse_module
+from ansor_mlir.mlir.context import ancestors, new_context, ops_of, parse_module
 
 REGION = "flow.dispatch.region"
 # Ops IREE's dispatch formation gives a dispatch of their own unless a region holds them with their consumer.
@@ -39,18 +39,9 @@ def wrap_in_dispatch_region(ops: Sequence[ir.Operation], results: Sequence[ir.Va
         ir.Operation.create("flow.return", operands=list(results), ip=ir.InsertionPoint(body))
     for value, replacement in zip(results, region_op.results, strict=True):
         for use in list(value.uses):
-            if not _inside(use.owner, region_op):
+            if region_op not in ancestors(use.owner):
                 use.owner.operands[use.operand_number] = replacement
     return list(region_op.results)
-
-
-def _inside(op: ir.Operation | ir.OpView, region_op: ir.Operation) -> bool:
-    parent = op.operation if isinstance(op, ir.OpView) else op
-    while parent is not None:
-        if parent == region_op:
-            return True
-        parent = parent.parent
-    return False
 
 
 def as_one_dispatch(func_text: str, what: str) -> str:

@@ -25,7 +25,7 @@ from iree.compiler.dialects import linalg
 from ansor_mlir.core.affine import AffineMap
 from ansor_mlir.frontend.affine_maps import affine_map_from_ir
 from ansor_mlir.frontend.dispatch_regions import REGION, wrap_in_dispatch_region
-from ansor_mlir.mlir.context import walk
+from ansor_mlir.mlir.context import ancestors, walk
 
 NAME = "pad-fusion"
 
@@ -88,9 +88,4 @@ def _used_once(value: ir.Value) -> bool:
 
 
 def _in_region(op: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if parent.name == REGION:
-            return True
-        parent = parent.parent
-    return False
+    return any(parent.name == REGION for parent in ancestors(op))

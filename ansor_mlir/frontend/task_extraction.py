@@ -26,7 +26,7 @@ from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, RootOp, Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.affine_maps import indexing_maps
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
-from ansor_mlir.mlir.context import new_context, ops_of, parse_module, walk
+from ansor_mlir.mlir.context import ancestors, new_context, ops_of, parse_module, walk
 from ansor_mlir.mlir.iree_attributes import cpu_lowering_levels, cpu_pipeline
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, first_error_line, run_tool
 
@@ -113,12 +113,7 @@ def dispatch_sites(module: ir.Operation) -> list[ir.Operation]:
 def in_initializer(op: ir.Operation) -> bool:
     """Whether `op` sits in a `util.initializer`: work IREE hoisted out of the program to run once, when it loads
     (math on weights read from parameters, such as folding batch-norm statistics), not on every call."""
-    parent = op.parent
-    while parent is not None:
-        if parent.name == INITIALIZER:
-            return True
-        parent = parent.parent
-    return False
+    return any(parent.name == INITIALIZER for parent in ancestors(op))
 
 
 def _executable_of(site: ir.Operation) -> str:

@@ -156,6 +156,14 @@ def walk(op: ir.Operation) -> Iterator[ir.Operation]:
                 yield from walk(inner)
 
 
+def ancestors(op: ir.Operation | ir.OpView) -> Iterator[ir.Operation]:
+    """The ops `op` is nested in, innermost first."""
+    parent = op.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
+
+
 def indent(text: str, spaces: int) -> str:
     """Indent every non-blank line; blank lines stay empty."""
     pad = " " * spaces
