@@ -44,7 +44,13 @@ from ansor_mlir.frontend.torch_import import is_factory_reference
 from ansor_mlir.measure.gpu_device import no_device_message
 from ansor_mlir.measure.qemu_runner import find_emulated_runtime
 from ansor_mlir.mlir.context import MAX_TEXT_CHARS
-from ansor_mlir.mlir.iree_compiler import FLOW_PAD_FLAG, compile_to_phase, compile_vmfb, first_error_line
+from ansor_mlir.mlir.iree_compiler import (
+    FLOW_PAD_FLAG,
+    compile_to_phase,
+    compile_vmfb,
+    first_error_line,
+    tuning_spec_flags,
+)
 from ansor_mlir.mlir.iree_module import CompiledModel
 from ansor_mlir.passes.ansor_passes import Toolkit
 from ansor_mlir.passes.pass_options import PASSES, BadValue, Option
@@ -544,7 +550,7 @@ def _build_model(source: ModelSource, text: str, target: Target, spec: str | Non
         flags = target.compile_flags()
         if spec is not None:
             (Path(tmp) / "spec.mlir").write_text(spec)
-            flags = [*flags, f"--iree-codegen-tuning-spec-path={Path(tmp) / 'spec.mlir'}"]
+            flags = [*flags, *tuning_spec_flags(Path(tmp) / "spec.mlir")]
         if source.parameters and embed_parameters:
             flags = [*flags, *source.import_flags(source.write_parameters(Path(tmp) / "weights.irpa"))]
         out = Path(tmp) / "model.vmfb"

@@ -56,7 +56,7 @@ def _run(command: list[str]) -> None:
 def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rewrites: str) -> dict[str, Path]:
     """Tune (resuming the log), emit OUT.mlir, the rewritten program and SPEC.mlir, and compile the three
     programs."""
-    from ansor_mlir.mlir.iree_compiler import flow_level_flags
+    from ansor_mlir.mlir.iree_compiler import flow_level_flags, tuning_spec_flags
 
     work.mkdir(parents=True, exist_ok=True)
     source, out, spec, log = work / "IN.mlir", work / "OUT.mlir", work / "SPEC.mlir", work / "L.jsonl"
@@ -69,7 +69,7 @@ def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rew
     vmfbs = {name: work / f"{name}.vmfb" for name in BUILDS}
     _run(["iree-compile", *flags, str(source), "-o", str(vmfbs["iree_default"])])
     _run(["iree-compile", *flags, *flow_level_flags(out.read_text()), str(out), "-o", str(vmfbs["out_mlir"])])
-    _run(["iree-compile", *flags, f"--iree-codegen-tuning-spec-path={spec}", str(rewritten), "-o",
+    _run(["iree-compile", *flags, *tuning_spec_flags(spec), str(rewritten), "-o",
           str(vmfbs["tuning_spec"])])
     return vmfbs
 

@@ -30,7 +30,7 @@ from ansor_mlir.frontend.entry_point import entry_point  # noqa: E402
 from ansor_mlir.frontend.target_resolution import resolve_target  # noqa: E402
 from ansor_mlir.measure.compare import Contender, run_once, time_alternately  # noqa: E402
 from ansor_mlir.measure.inputs import make_arrays  # noqa: E402
-from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line  # noqa: E402
+from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line, tuning_spec_flags  # noqa: E402
 
 EXAMPLES = Path(ansor_mlir.__file__).parent / "examples"
 # What a user would call instead, per example (numpy's BLAS for the matmul).
@@ -69,7 +69,7 @@ def main() -> int:
             # transform library carries winning transform-dialect strategies.
             spec = Path(tmp) / "spec.mlir"
             spec.write_text(api.emit_tuning_spec(source, args.log, target))
-            spec_flags = [*target.compile_flags(), f"--iree-codegen-tuning-spec-path={spec}"]
+            spec_flags = [*target.compile_flags(), *tuning_spec_flags(spec)]
             library = api.emit_transform_library(source, args.log, target)
             plugin = "IREE + emitted tuning spec"
             if "@ansor_strategy_" in library:

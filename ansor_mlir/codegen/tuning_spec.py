@@ -189,7 +189,8 @@ def render_spec(
     entry point it saw the dispatch before that (a batchless convolution
     without the unit batch dimension IREE inserts later) and crashed IREE.
     `iree-compile --iree-codegen-tuning-spec-path=SPEC` alone builds the
-    tuned program. Deterministic text.
+    tuned program (with `--mlir-disable-threading` against an IREE 3.13 hang,
+    `mlir.iree_compiler.tuning_spec_flags`). Deterministic text.
     """
     with shared_context() as ctx, ir.Location.unknown():
         parsed = transform_library([text for _, _, text in strategies], "strategies", ctx)

@@ -18,7 +18,7 @@ from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.core.target import Target
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult, BuiltProgram, ProgramBuildInput
-from ansor_mlir.mlir.iree_compiler import DEFAULT_MEMORY_BYTES, compile_vmfb, first_error_line
+from ansor_mlir.mlir.iree_compiler import DEFAULT_MEMORY_BYTES, compile_vmfb, first_error_line, tuning_spec_flags
 
 
 @dataclass
@@ -64,7 +64,7 @@ class LocalBuilder(Builder):
             if item.spec_text is not None:
                 spec = Path(tmp) / "spec.mlir"
                 spec.write_text(item.spec_text)
-                flags = [*flags, f"--iree-codegen-tuning-spec-path={spec}"]
+                flags = [*flags, *tuning_spec_flags(spec)]
             return self._compile(item.source_text, flags, item.function, item.timeout_s or self.timeout_s, start)
 
     def _compile(self, text: str, flags: list[str], function: str, timeout_s: float, start: float) -> BuildResult:

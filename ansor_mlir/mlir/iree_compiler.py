@@ -95,6 +95,16 @@ def compile_to_phase(mlir: str, flags: list[str], phase: str, what: str) -> str:
 FLOW_PAD_FLAG = "--iree-flow-enable-pad-handling"
 
 
+def tuning_spec_flags(spec: Path | str) -> list[str]:
+    """Flags that build a program with a tuning spec.
+
+    IREE 3.13 sometimes deadlocks loading the spec when it configures executables on several threads (a mutex in
+    `getOrLoadTransformLibraryModule`, 1 build in 25 on a two-dispatch model); single-threaded passes never did
+    (0 in 30) and cost these small builds nothing measurable.
+    """
+    return [f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading"]
+
+
 def flow_level_flags(mlir: str) -> list[str]:
     """Flags a flow-level module needs to build as it was formed: pad handling when an executable holds a pad."""
     return [FLOW_PAD_FLAG] if "flow.executable" in mlir and "tensor.pad" in mlir else []

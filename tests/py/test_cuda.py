@@ -23,7 +23,7 @@ from ansor_mlir.measure.batch_bundle import read_batch
 from ansor_mlir.measure.gpu_device import no_device_message
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.offline_runner import batch_target
-from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line
+from ansor_mlir.mlir.iree_compiler import compile_to_phase, compile_vmfb, first_error_line, tuning_spec_flags
 from ansor_mlir.model.features import FEATURE_NAMES, featurize
 from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.gpu_mapping import gpu_mapping
@@ -128,7 +128,7 @@ def test_tuning_spec_carries_a_gpu_configuration(gpu_tasks, sm80, tmp_path):
     spec = tmp_path / "spec.mlir"
     spec.write_text(render_spec([(task, config)]))
     assert "#iree_gpu.mma_layout<NV_MMA_SYNC_F32_16x8x16_F16>" in spec.read_text()
-    flags = [*sm80.compile_flags(), f"--iree-codegen-tuning-spec-path={spec}"]
+    flags = [*sm80.compile_flags(), *tuning_spec_flags(spec)]
     result = compile_vmfb(task_module(task), flags, tmp_path / "tuned.vmfb")
     assert result.ok, first_error_line(result.stderr)
 

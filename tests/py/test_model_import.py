@@ -24,6 +24,7 @@ import ansor_mlir  # noqa: E402
 from ansor_mlir import api  # noqa: E402
 from ansor_mlir.cli import compile_main  # noqa: E402
 from ansor_mlir.errors import AnsorError  # noqa: E402
+from ansor_mlir.mlir.iree_compiler import tuning_spec_flags  # noqa: E402
 from ansor_mlir.mlir.iree_module import CompiledModel  # noqa: E402
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -176,7 +177,7 @@ def test_onnx_to_tuned_vmfb_in_one_command_and_in_iree_flows(tmp_path, target, x
     spec_path = tmp_path / "spec.mlir"
     spec_path.write_text(spec)
     weights = source.write_parameters(tmp_path / "w.irpa")
-    for text, flags in ((tuned_text, []), (source.text, [f"--iree-codegen-tuning-spec-path={spec_path}"])):
+    for text, flags in ((tuned_text, []), (source.text, tuning_spec_flags(spec_path))):
         vmfb = tmp_path / "flow.vmfb"
         build = subprocess.run([shutil.which("iree-compile"), "-", *target.compile_flags(), *flags, "-o", str(vmfb)],
                                input=text, text=True, capture_output=True, timeout=300)

@@ -14,7 +14,7 @@ from conftest import matmul_bias_relu
 from ansor_mlir import api
 from ansor_mlir.database.records import best_records, read_records
 from ansor_mlir.measure.compare import run_once
-from ansor_mlir.mlir.iree_compiler import compile_vmfb, run_tool
+from ansor_mlir.mlir.iree_compiler import compile_vmfb, run_tool, tuning_spec_flags
 from ansor_mlir.tuning.callbacks import TuningCallback
 
 
@@ -81,7 +81,7 @@ def test_emitted_spec_configures_iree_like_the_record(tuned, tmp_path, small_mm,
     src.write_text(small_mm)
     configured = run_tool(
         "iree-compile",
-        [*target.compile_flags(), f"--iree-codegen-tuning-spec-path={spec_path}",
+        [*target.compile_flags(), *tuning_spec_flags(spec_path),
          "--compile-to=executable-configurations", str(src)],
     )
     assert configured.ok, configured.stderr

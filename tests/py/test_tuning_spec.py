@@ -24,7 +24,7 @@ from ansor_mlir.core.schedule import Family
 from ansor_mlir.database.records import Record, append_records
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.compare import run_once
-from ansor_mlir.mlir.iree_compiler import run_tool
+from ansor_mlir.mlir.iree_compiler import run_tool, tuning_spec_flags
 from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
@@ -85,7 +85,7 @@ def test_emitted_spec_alone_builds_the_tuned_program(tmp_path: Path, target, fam
     spec.write_text(api.emit_tuning_spec(TWO_MATMULS, log, target))
     source = tmp_path / "two.mlir"
     source.write_text(TWO_MATMULS)
-    flags = [str(source), *target.compile_flags(), f"--iree-codegen-tuning-spec-path={spec}"]
+    flags = [str(source), *target.compile_flags(), *tuning_spec_flags(spec)]
 
     configured = run_tool("iree-compile", [*flags, "--compile-to=executable-configurations"])
     assert configured.ok, configured.stderr[-2000:]
@@ -143,7 +143,7 @@ def test_a_strategy_for_a_batchless_convolution_builds_from_the_spec(tmp_path: P
     source = tmp_path / "dw.mlir"
     source.write_text(DEPTHWISE)
     built = tmp_path / "dw.vmfb"
-    result = run_tool("iree-compile", [str(source), *target.compile_flags(), f"--iree-codegen-tuning-spec-path={spec}",
+    result = run_tool("iree-compile", [str(source), *target.compile_flags(), *tuning_spec_flags(spec),
                                        "-o", str(built)])
     assert result.ok, result.stderr[-2000:]
     data = np.random.default_rng(0)
