@@ -25,7 +25,7 @@ from iree.compiler.dialects import linalg
 from ansor_mlir.core.affine import AffineMap
 from ansor_mlir.frontend.affine_maps import affine_map_from_ir
 from ansor_mlir.frontend.dispatch_regions import REGION, wrap_in_dispatch_region
-from ansor_mlir.mlir.context import ancestors, walk
+from ansor_mlir.mlir.context import ancestors, producer, walk
 
 NAME = "pad-fusion"
 
@@ -46,7 +46,7 @@ def match_padded_window_op(op: ir.Operation) -> list[ir.Operation] | None:
     maps = [affine_map_from_ir(ir.AffineMapAttr(m).value) for m in raw_maps]
     if len(maps) != len(op.operands) or not reduces_over_window_only(maps[0], maps[-1]):
         return None
-    pad = _producer(op.operands[0])
+    pad = producer(op.operands[0])
     if pad is None or pad.name != "tensor.pad" or not _used_once(pad.results[0]):
         return None
     if any(not isinstance(v.type, ir.RankedTensorType) or not ir.RankedTensorType(v.type).has_static_shape
@@ -69,18 +69,13 @@ def reduces_over_window_only(input_map: AffineMap, output_map: AffineMap) -> boo
 
 def _initializer(value: ir.Value) -> list[ir.Operation]:
     """The `tensor.empty` and `linalg.fill` making `value`, when nothing else uses them (they join the region)."""
-    fill = _producer(value)
+    fill = producer(value)
     if fill is None or fill.name != "linalg.fill" or not _used_once(value):
         return []
-    empty = _producer(fill.operands[1])
+    empty = producer(fill.operands[1])
     if empty is not None and empty.name == "tensor.empty" and _used_once(fill.operands[1]):
         return [empty, fill]
     return [fill]
-
-
-def _producer(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner if isinstance(owner, ir.Operation) else None
 
 
 def _used_once(value: ir.Value) -> bool:

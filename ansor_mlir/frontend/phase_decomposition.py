@@ -43,7 +43,7 @@ from iree.compiler.dialects import arith, linalg, tensor
 
 from ansor_mlir.core.affine import AffineExpr, AffineMap
 from ansor_mlir.frontend.affine_maps import affine_map_from_ir
-from ansor_mlir.mlir.context import walk
+from ansor_mlir.mlir.context import producer, walk
 
 NAME = "phase-decomposition"
 CASTS = frozenset({"arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp", "arith.truncf"})
@@ -188,7 +188,7 @@ def _zero_insertion(value: ir.Value) -> tuple[ir.Value, list[int], list[int], li
     low: list[int] | None = None
     producers = []
     while True:
-        op = _producer(value)
+        op = producer(value)
         if op is None:
             return None
         producers.append(op)
@@ -209,11 +209,6 @@ def _zero_insertion(value: ir.Value) -> tuple[ir.Value, list[int], list[int], li
         return source, [a + b for a, b in zip(offsets, low, strict=True)], strides, producers
 
 
-def _producer(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner if isinstance(owner, ir.Operation) else None
-
-
 def _pads_with_zero(pad: ir.Operation) -> bool:
     block = pad.regions[0].blocks[0]
     yielded = list(block.operations)[-1].operands
@@ -222,7 +217,7 @@ def _pads_with_zero(pad: ir.Operation) -> bool:
 
 def _is_zeros(value: ir.Value) -> bool:
     """A tensor of zeros: a `linalg.fill` of a zero constant, or a zero splat constant."""
-    op = _producer(value)
+    op = producer(value)
     if op is None:
         return False
     if op.name == "linalg.fill":
@@ -234,7 +229,7 @@ def _is_zeros(value: ir.Value) -> bool:
 
 
 def _is_zero_scalar(value: ir.Value) -> bool:
-    op = _producer(value)
+    op = producer(value)
     return op is not None and op.name == "arith.constant" and _zero_attr(op.attributes["value"])
 
 
@@ -256,13 +251,13 @@ def _multiplies_and_accumulates(op: ir.Operation) -> bool:
     body = list(block.operations)
     if not body or len(body[-1].operands) != 1:
         return False
-    add = _producer(body[-1].operands[0])
+    add = producer(body[-1].operands[0])
     if add is None or add.name not in ADDS:
         return False
     acc = block.arguments[2]
     lhs, rhs = add.operands
     product = rhs if lhs == acc else lhs if rhs == acc else None
-    mul = _producer(product) if product is not None else None
+    mul = producer(product) if product is not None else None
     if mul is None or mul.name not in MULTIPLIES:
         return False
     factors = {_through_casts(v) for v in mul.operands}
@@ -271,10 +266,10 @@ def _multiplies_and_accumulates(op: ir.Operation) -> bool:
 
 
 def _through_casts(value: ir.Value) -> ir.Value:
-    op = _producer(value)
+    op = producer(value)
     while op is not None and op.name in CASTS:
         value = op.operands[0]
-        op = _producer(value)
+        op = producer(value)
     return value
 
 
@@ -308,20 +303,20 @@ def _decompose(match: Match) -> None:
             result = _add(result, init)
     op.results[0].replace_all_uses_with(result)
     op.erase()
-    for producer in (match.producers[0], _producer(init)):
-        if producer is not None:
-            _erase_unused(producer)
+    for dead in (match.producers[0], producer(init)):
+        if dead is not None:
+            _erase_unused(dead)
 
 
 def _erase_unused(op: ir.Operation) -> None:
     """Erase the zero insertion once nothing reads it, and what it alone read (its fill, the fill's tensor)."""
     if op.name not in ERASABLE or any(True for r in op.results for _ in r.uses):
         return
-    operands = [_producer(v) for v in op.operands]
+    operands = [producer(v) for v in op.operands]
     op.erase()
-    for producer in operands:
-        if producer is not None:
-            _erase_unused(producer)
+    for dead in operands:
+        if dead is not None:
+            _erase_unused(dead)
 
 
 def _phase_convolution(op: ir.Operation, source: ir.Value, w: ir.Value, init: ir.Value,

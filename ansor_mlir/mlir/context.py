@@ -156,6 +156,12 @@ def walk(op: ir.Operation) -> Iterator[ir.Operation]:
                 yield from walk(inner)
 
 
+def producer(value: ir.Value) -> ir.Operation | None:
+    """The op defining `value`; None for a block argument."""
+    owner = value.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner if isinstance(owner, ir.Operation) else None
+
+
 def ancestors(op: ir.Operation | ir.OpView) -> Iterator[ir.Operation]:
     """The ops `op` is nested in, innermost first."""
     parent = op.parent
