@@ -20,6 +20,7 @@ import numpy as np
 from ansor_bench.workloads import Workload, suite_args
 from ansor_mlir.core.target import Target
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES
 
 IREE_DATA_TILING = ("--iree-opt-data-tiling=true",)
 IREE_UKERNELS = ("--iree-opt-data-tiling=true", "--iree-llvmcpu-enable-ukernels=all")
@@ -57,6 +58,7 @@ class Settings:
     out_dir: Path
     seed: int = 0
     threads: int = 1
+    rewrites: str = DEFAULT_REWRITES  # ansor-mlir's program rewrites (its `rewrites=`)
 
 
 @dataclass(frozen=True)
@@ -95,19 +97,22 @@ def _iree_prepared(vmfb: Path, workload: Workload, inputs: list[np.ndarray], set
 
     from ansor_mlir.measure.compare import load_function
     from ansor_mlir.measure.run_worker import placements
+    from ansor_mlir.measure.vm_call import prepared_calls
 
     fn, config = load_function(vmfb, workload.func_name, settings.target.runtime_device())
     # Calls rotate over several placements of the inputs: a contender must not win or lose by where its
     # buffers happen to sit (the same binary measured 2.4 or 3.2 ms for a 512^3 matmul by placement alone).
+    # Timed calls go to the VM directly (`vm_call`): the Python invoker's argument handling is not the program's.
     rotation = placements(config.device, inputs)
+    timed = prepared_calls(fn, rotation)
     calls = [0]
 
     def call() -> object:
         calls[0] += 1
-        return fn(*rotation[calls[0] % len(rotation)])
+        return timed[calls[0] % len(timed)]()
 
     def fetch() -> list[np.ndarray]:
-        result = call()
+        result = fn(*rotation[0])
         outputs = result if isinstance(result, tuple) else (result,)
         return [np.asarray(o.to_host()) for o in outputs]
 
@@ -129,10 +134,10 @@ def iree_contender(key: str, name: str, extra_flags: tuple[str, ...]) -> Contend
 
 def prepare_iree_rewritten(workload: Workload, inputs: list[np.ndarray], settings: Settings) -> Prepared:
     """IREE's own configurations on the program after ansor-mlir's program rewrites: what rewriting alone gains."""
-    from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, parse_rewrites, rewrite_program
+    from ansor_mlir.frontend.program_rewrites import parse_rewrites, rewrite_program
 
     start = time.perf_counter()
-    changed = rewrite_program(workload.mlir, parse_rewrites(DEFAULT_REWRITES), workload.label)
+    changed = rewrite_program(workload.mlir, parse_rewrites(settings.rewrites), workload.label)
     if not changed.applied:
         raise Unavailable("skipped", "no program rewrite applies")
     vmfb = _build(changed.text, settings.target.compile_flags(),
@@ -169,7 +174,8 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
     start = time.perf_counter()
     try:
         result = api.tune(workload.mlir, settings.target, trials_per_task=settings.trials, log=log,
-                          seed=settings.seed, progress=False, name=workload.label)
+                          seed=settings.seed, progress=False, name=workload.label,
+                          rewrites=settings.rewrites)
     except AnsorError as exc:
         status = "not tunable yet" if "nothing to tune" in str(exc) else "failed"
         raise Unavailable(status, str(exc)) from None

@@ -291,6 +291,9 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             f"- Versions: {versions}.",
             f"- Budgets: ansor-mlir {b['trials']} trials per task (IREE's default counts as one); "
             f"TVM MetaSchedule {b['tvm_trials']} trials per op; shapes: {b['shapes']}.",
+            f"- Program rewrites (ansor-mlir's `rewrites=`): {b.get('rewrites') or 'the default set'}.",
+            "- IREE programs are timed through the VM's invoke with argument lists built once "
+            "(`ansor_mlir/measure/vm_call.py`); they still allocate their outputs on every call.",
             f"- Threads: {threads} everywhere (IREE `{device}`, `torch.set_num_threads({threads})`, "
             f"OMP/OPENBLAS/MKL/TVM_NUM_THREADS={threads}, TVM target `num-cores` {threads}).",
             f"- Timing: all correct contenders of an op timed alternately in {b['rounds']} rounds of at least "

@@ -49,6 +49,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
                    help="threads of every contender: IREE's task workers, PyTorch, BLAS, TVM (default 1)")
+    p.add_argument("--rewrites", default=None,
+                   help="ansor-mlir's program rewrites (its rewrites= option; default: its default set), e.g. "
+                        "phase-decomposition+channels-last+pad-fusion")
     return p
 
 
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from ansor_mlir.core.fma_throughput import peak_check, reported_clock_hz
     from ansor_mlir.core.target import detect_host
     from ansor_mlir.errors import AnsorError
+    from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES
     from ansor_mlir.frontend.target_resolution import resolve_target
 
     console = Console(stderr=True)
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = TimingPlan(rounds=args.rounds or (3 if args.quick else 10), min_round_s=0.02 if args.quick else 0.05)
     out_dir.mkdir(parents=True, exist_ok=True)
     settings = Settings(target, args.trials, args.tvm_trials or args.trials, out_dir.resolve(), args.seed,
-                        args.threads)
+                        args.threads, args.rewrites or DEFAULT_REWRITES)
     console.print("measuring this machine's roofline (1 thread)...")
     roofline = measure_roofline(target.l3_bytes, quick=args.quick, caches=(target.l2_bytes, target.l3_bytes))
     cells, curves = [], []
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     shapes = ";".join(args.shape) if args.shape else args.shapes if isinstance(args.shapes, str) else ",".join(
         map(str, args.shapes))
     budgets = {"trials": settings.trials, "tvm_trials": settings.tvm_trials, "shapes": shapes,
+               "rewrites": settings.rewrites,
                "rounds": plan.rounds, "min_round_ms": int(plan.min_round_s * 1e3)}
     command = "python tools/benchmark_suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     meta = rep.run_metadata(command, budgets, REPO, args.threads)

@@ -10,11 +10,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from ansor_mlir.measure.run_worker import placements
+from ansor_mlir.measure.vm_call import prepared_calls
 
 
 @dataclass(frozen=True)
@@ -67,27 +69,28 @@ def time_alternately(
     config = rt.Config(device)
     loaded = {}
     host = [np.ascontiguousarray(x) for x in inputs]
+    rotation = placements(config.device, inputs)
     for c in contenders:
         if c.call is not None:
             c.call(*host)
-            loaded[c.name] = (c.call, False)
+            loaded[c.name] = partial(c.call, *host)
             continue
         ctx = rt.SystemContext(config=config)
         data = c.vmfb if isinstance(c.vmfb, bytes) else c.vmfb.read_bytes()
         ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, data))
         fn = ctx.modules.module[c.function]
         fn(*[rt.asdevicearray(config.device, x) for x in inputs])
-        loaded[c.name] = (fn, True)
-    rotation = placements(config.device, inputs)
+        loaded[c.name] = prepared_calls(fn, rotation)
+    # IREE programs are called through the VM directly (`vm_call`), rotating over placements; host callables
+    # with the host inputs.
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
     for round_index in range(rounds):
-        placed = rotation[round_index % len(rotation)]
-        for name, (fn, on_device) in loaded.items():
-            args = placed if on_device else host
+        for name, calls in loaded.items():
+            call = calls[round_index % len(calls)] if isinstance(calls, list) else calls
             deadline = time.perf_counter() + min_round_s
             while True:
                 start = time.perf_counter()
-                fn(*args)
+                call()
                 samples[name].append(time.perf_counter() - start)
                 if time.perf_counter() >= deadline:
                     break

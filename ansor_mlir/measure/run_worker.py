@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from ansor_mlir.measure.arrays import is_floating, save_array  # also teaches np.load the ml_dtypes types
+from ansor_mlir.measure.vm_call import prepared_calls
 
 # A call this slow is timed with no extra warm-up and fewer repeats.
 SLOW_CALL_S = 0.5
@@ -111,17 +112,17 @@ def time_module(request: dict) -> dict:
     if first_s > SLOW_CALL_S:
         # Seconds per call: the checked call warmed everything up, and a few calls are plenty.
         warmup, min_repeats = 0, min(min_repeats, 2)
-    placed = [args, *placements(config.device, inputs)[1:]]
+    placed = prepared_calls(fn, [args, *placements(config.device, inputs)[1:]])
     for i in range(warmup):
-        fn(*placed[i % len(placed)])
+        placed[i % len(placed)]()
     times = []
     deadline = time.perf_counter() + request["min_time_s"]
     while len(times) < max(min_repeats, len(placed)) or (
         time.perf_counter() < deadline and len(times) < request["max_repeats"]
     ):
-        call_args = placed[len(times) % len(placed)]
+        call = placed[len(times) % len(placed)]
         start = time.perf_counter()
-        fn(*call_args)
+        call()
         times.append(time.perf_counter() - start)
     response["times"] = times
     response["median"] = statistics.median(times)
@@ -149,14 +150,15 @@ def compare_modules(request: dict) -> dict:
         compare(out, ref)[0] for out, ref in zip(outs, outputs[0], strict=True))]
     samples: list[list[float]] = [[] for _ in loaded]
     rotation = placements(config.device, inputs)
+    calls = [prepared_calls(fn, rotation) for fn in loaded]
     for round_index in range(request["rounds"]):
-        args = rotation[round_index % len(rotation)]
-        for i, fn in enumerate(loaded):
+        for i, program_calls in enumerate(calls):
+            call = program_calls[round_index % len(rotation)]
             times = []
             deadline = time.perf_counter() + request["min_round_s"]
             while not times or time.perf_counter() < deadline:
                 start = time.perf_counter()
-                fn(*args)
+                call()
                 times.append(time.perf_counter() - start)
             samples[i].append(statistics.median(times))
     return {"samples": samples, "wrong": wrong}

@@ -136,3 +136,23 @@ def test_scalar_tensors_keep_their_rank_on_the_wire():
     (scalar, vector) = make_arrays(("tensor<f32>", "tensor<3xi8>"), "k")
     assert decode_array(encode_array(scalar)).shape == ()
     assert decode_array(encode_array(vector)).dtype == np.int8
+
+
+def test_a_prepared_call_runs_the_program_as_the_invoker_does(target, small_task, flow):
+    """Timed calls skip the Python invoker: the same program, the same outputs, inputs left as they were."""
+    import iree.runtime as rt
+
+    from ansor_mlir.measure.compare import load_function
+    from ansor_mlir.measure.vm_call import prepared_call
+
+    program = build(target, small_task, flow, None).program
+    fn, config = load_function(program.vmfb, program.function, target.runtime_device())
+    arrays = make_inputs(small_task, seed=0)
+    args = [rt.asdevicearray(config.device, a) for a in arrays]
+    expected = np.asarray(fn(*args).to_host())
+    results = prepared_call(fn, args)()
+    assert results.size == 1
+    output = rt.DeviceArray(config.device, results.get_as_object(0, rt.HalBufferView)).to_host()
+    np.testing.assert_array_equal(output, expected)
+    for device_array, host in zip(args, arrays, strict=True):
+        np.testing.assert_array_equal(device_array.to_host(), host)
