@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from ansor_mlir.core.fma_throughput import peak_check, reported_clock_hz
     from ansor_mlir.core.target import detect_host
     from ansor_mlir.errors import AnsorError
-    from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES
+    from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, parse_rewrites
     from ansor_mlir.frontend.target_resolution import resolve_target
 
     console = Console(stderr=True)
@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.trials < 1 or args.threads < 1:
         console.print("[red]error[/]: --trials and --threads must be >= 1")
+        return 2
+    try:
+        parse_rewrites(args.rewrites or DEFAULT_REWRITES)
+    except ValueError as exc:
+        console.print(f"[red]error[/]: --rewrites {args.rewrites}: {exc}")
         return 2
     target = detect_host(threads=args.threads)
     if target.runtime_flags():

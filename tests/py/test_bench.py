@@ -79,14 +79,24 @@ def test_quick_run_writes_csv_json_plots_and_markdown(tmp_path):
 def test_threads_reach_every_contender_and_the_report(tmp_path):
     out, doc = tmp_path / "out", tmp_path / "docs" / "two.md"
     cmd = [sys.executable, str(REPO / "tools" / "benchmark_suite.py"), "--quick", "--threads", "2",
-           "--shape", "GMM=1,64,64,64", "--contenders", "iree,numpy", "--out", str(out), "--docs", str(doc)]
+           "--shape", "GMM=1,64,64,64", "--contenders", "iree,numpy", "--rewrites", "pad-fusion",
+           "--out", str(out), "--docs", str(doc)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((out / "results.json").read_text())
-    assert data["meta"]["threads"] == 2
+    assert data["meta"]["threads"] == 2 and data["meta"]["budgets"]["rewrites"] == "pad-fusion"
     assert all(c["status"] == "ok" for c in data["cells"]), data["cells"]
     text = doc.read_text()
     assert "batch 1, 2 threads" in text and "local-task, 2 workers" in text and "2 x one core's" in text
+    assert "rewrites=`): pad-fusion." in text
+
+
+def test_unknown_rewrites_are_a_one_line_error(tmp_path):
+    cmd = [sys.executable, str(REPO / "tools" / "benchmark_suite.py"), "--quick", "--ops", "GMM",
+           "--rewrites", "pad-fusion+nonsense", "--out", str(tmp_path / "out")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--rewrites pad-fusion+nonsense: expected none or one or more of" in proc.stderr
 
 
 def test_two_cores_have_twice_one_cores_peak_and_the_same_bandwidth():
