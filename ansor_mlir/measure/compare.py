@@ -73,7 +73,7 @@ def time_alternately(
     for c in contenders:
         if c.call is not None:
             c.call(*host)
-            loaded[c.name] = partial(c.call, *host)
+            loaded[c.name] = [partial(c.call, *host)]
             continue
         ctx = rt.SystemContext(config=config)
         data = c.vmfb if isinstance(c.vmfb, bytes) else c.vmfb.read_bytes()
@@ -81,12 +81,12 @@ def time_alternately(
         fn = ctx.modules.module[c.function]
         fn(*[rt.asdevicearray(config.device, x) for x in inputs])
         loaded[c.name] = prepared_calls(fn, rotation)
-    # IREE programs are called through the VM directly (`vm_call`), rotating over placements; host callables
-    # with the host inputs.
+    # Each contender's calls, one per placement: IREE programs through the VM directly (`vm_call`), host
+    # callables on the host inputs (one).
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
     for round_index in range(rounds):
         for name, calls in loaded.items():
-            call = calls[round_index % len(calls)] if isinstance(calls, list) else calls
+            call = calls[round_index % len(calls)]
             deadline = time.perf_counter() + min_round_s
             while True:
                 start = time.perf_counter()
