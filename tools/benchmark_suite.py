@@ -105,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.trials < 1 or args.threads < 1:
         console.print("[red]error[/]: --trials and --threads must be >= 1")
         return 2
+    rewrites = args.rewrites or DEFAULT_REWRITES
     try:
-        parse_rewrites(args.rewrites or DEFAULT_REWRITES)
+        parse_rewrites(rewrites)
     except ValueError as exc:
         console.print(f"[red]error[/]: --rewrites {args.rewrites}: {exc}")
         return 2
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = TimingPlan(rounds=args.rounds or (3 if args.quick else 10), min_round_s=0.02 if args.quick else 0.05)
     out_dir.mkdir(parents=True, exist_ok=True)
     settings = Settings(target, args.trials, args.tvm_trials or args.trials, out_dir.resolve(), args.seed,
-                        args.threads, args.rewrites or DEFAULT_REWRITES)
+                        args.threads, rewrites)
     console.print("measuring this machine's roofline (1 thread)...")
     roofline = measure_roofline(target.l3_bytes, quick=args.quick, caches=(target.l2_bytes, target.l3_bytes))
     cells, curves = [], []
