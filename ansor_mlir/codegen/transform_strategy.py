@@ -18,7 +18,8 @@ op to the first, as Ansor does:
   and the pads vectorized into out-of-bounds reads and writes;
 - micro-kernels: a register row tile that does not divide the tile above
   (6x16 over 64 rows) has its last, partial row tile peeled
-  (`transform.loop.peel`), so both loops have static tiles;
+  (`transform.loop.peel`), so both loops have static tiles; a direct
+  convolution's rows (strided windows) are unrolled inside the reduction loops;
 - implicit GEMM: a convolution is first rewritten by IREE into im2col +
   contraction (`iree-codegen-convolution-to-igemm`); the im2col is fused
   into the workgroup and cache tiles and decomposed into row copies;
@@ -53,6 +54,7 @@ from ansor_mlir.core.schedule import (
     Candidate,
     Decompose,
     ImplicitGemm,
+    MicroKernel,
     Pack,
     Pad,
     Rfactor,
@@ -329,6 +331,14 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
         for i, op in enumerate(ops):
             if i != dag.root:
                 handles[i] = s.pad(handles[i], op, task.root.element_type, list(range(len(op.extents))))
+
+    # 4c. A window micro-kernel's rows (no vector spans them): single rows inside the reduction loops, unrolled,
+    # so the `mr x nr` accumulators stay in registers and each row reuses the filter vectors.
+    kernel = sketch.step(MicroKernel)
+    if isinstance(kernel, MicroKernel) and kernel.unrolled and tiles.register[kernel.rows] > 1:
+        rows = [1 if d == kernel.rows else 0 for d in range(len(root.extents))]
+        _, (row_loop,) = s.tile_for(handles[dag.root], rows)
+        loop.LoopUnrollOp(row_loop, factor=tiles.register[kernel.rows])
 
     # 5. Vectorize, cache write (hoist accumulators), bufferize, lower vectors.
     tiling_cleanup = [structured.ApplyTilingCanonicalizationPatternsOp, loop.ApplyForLoopCanonicalizationPatternsOp,

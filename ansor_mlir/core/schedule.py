@@ -252,9 +252,12 @@ class MicroKernel(Step):
     kind: ClassVar[str] = "micro-kernel"
     rows: int = 0
     cols: int = 0
+    # `rows` is a window loop (output pixels read through strided or dilated windows): no vector spans it, so
+    # the strategy tiles it to single rows inside the reduction loops and unrolls them.
+    unrolled: bool = False
 
     def params(self) -> dict:
-        return {"rows": self.rows, "cols": self.cols}
+        return {"rows": self.rows, "cols": self.cols, **({"unrolled": True} if self.unrolled else {})}
 
 
 def micro_kernel_shape(option: str) -> tuple[int, int]:
@@ -348,7 +351,7 @@ def step_from_dict(data: dict) -> Step:
     if cls is ConfigurePipeline:
         return ConfigurePipeline(knobs, str(data["pipeline"]))
     if cls is MicroKernel:
-        return MicroKernel(knobs, int(data["rows"]), int(data["cols"]))
+        return MicroKernel(knobs, int(data["rows"]), int(data["cols"]), bool(data.get("unrolled", False)))
     if cls is MapToGpu:
         return MapToGpu(knobs, str(data["pipeline"]), int(data["subgroup_size"]))
     if cls is CrossThreadReduction:

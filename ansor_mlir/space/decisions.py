@@ -98,13 +98,15 @@ def transform_steps(
 
 
 def micro_kernel_steps(
-    dag: Dag, levels: tuple[str, ...], rows: int, cols: int, shapes: tuple[str, ...], packed: bool = False
+    dag: Dag, levels: tuple[str, ...], rows: int, cols: int, shapes: tuple[str, ...], packed: bool = False,
+    unrolled: bool = False,
 ) -> tuple[Step, ...]:
     """The trace of a micro-kernel sketch: workgroup and cache tiles of every loop (the cache blocking `mc`,
     `nc`, `kc`), the register tile one of `shapes` (`MRxNR` over loops `rows` and `cols`), the innermost
     reduction loop's register tile its unroll; accumulators always hoisted across the reduction loop and
     contractions lowered to outer products (FMAs with a broadcast operand), so neither is a knob. With `packed`
-    the inputs read across `cols` are packed into `[k, nr]` panels above the register levels (`Pack`)."""
+    the inputs read across `cols` are packed into `[k, nr]` panels above the register levels (`Pack`); with
+    `unrolled` the rows are a window loop, unrolled (`MicroKernel.unrolled`)."""
     cache = tuple(lv for lv in levels if not lv.startswith("vector_"))
     knobs = []
     for knob in tiling_knobs(dag, levels):
@@ -113,7 +115,7 @@ def micro_kernel_steps(
         if kept:
             knobs.append(TileKnob(knob.name, knob.dim, knob.extent, kept))
     steps: list[Step] = [TileAndFuse((*knobs, *consumer_knobs(dag))), *([Pack()] if packed else []),
-                         MicroKernel((ChoiceKnob("micro_kernel", shapes),), rows, cols)]
+                         MicroKernel((ChoiceKnob("micro_kernel", shapes),), rows, cols, unrolled)]
     if dag.consumers:
         steps.append(FuseConsumers((FUSION,)))
     return (*steps, CacheWrite(), LowerContraction())

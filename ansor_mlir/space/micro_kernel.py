@@ -38,9 +38,11 @@ class MicroKernelLoops:
     rows: int
     cols: int
     k: int
+    # `rows` is a window loop (`unit_register_dims`): its rows are unrolled, not vectorized.
+    unrolled: bool = False
 
 
-def micro_kernel_loops(dag: Dag, packed: bool = False) -> MicroKernelLoops | None:
+def micro_kernel_loops(dag: Dag, packed: bool = False, window_rows: bool = False) -> MicroKernelLoops | None:
     """The outer-product loops of a contraction root, None when it has none.
 
     `cols` is the output's vector loop, which every input it indexes must read
@@ -52,7 +54,10 @@ def micro_kernel_loops(dag: Dag, packed: bool = False) -> MicroKernelLoops | Non
     stride-1 convolution is an implicit GEMM (output pixels of a row x output
     channels, over input channels; its window loops unit and folded). With
     `packed`, inputs read across `cols` are allowed: the sketch packs them into
-    `[k, nr]` panels first (`Pack`).
+    `[k, nr]` panels first (`Pack`). With `window_rows`, `rows` is instead a
+    window loop (the output pixels of a strided or dilated convolution, read
+    as `2 * ow + kw`): the direct convolution's micro-kernel, whose rows the
+    strategy unrolls (each a broadcast input scalar per reduction step).
     """
     if not dag.is_contraction():
         return None
@@ -66,9 +71,9 @@ def micro_kernel_loops(dag: Dag, packed: bool = False) -> MicroKernelLoops | Non
     if {cols, k} & forced or (across and not packed):
         return None
     inputs = root.indexing_maps[: root.num_inputs]
-    for d in reversed([d for d in outputs if d is not None and d != cols and d not in forced]):
+    for d in reversed([d for d in outputs if d is not None and d != cols and (d in forced) == window_rows]):
         if root.extents[d] > 1 and any(d not in m.dims() for m in inputs) and any(d in m.dims() for m in inputs):
-            return MicroKernelLoops(d, cols, k)
+            return MicroKernelLoops(d, cols, k, unrolled=window_rows)
     return None
 
 
@@ -124,7 +129,7 @@ def micro_kernel_fits(resolved: Resolved, target: Target) -> bool:
     workgroup = [size or extent for size, extent in zip(
         resolved.per_level.get("distribution", [0] * len(above)), resolved.extents, strict=True)]
     for tiles in (above, workgroup):
-        if tiles[step.cols] % nr or tiles[step.rows] < mr:
+        if tiles[step.cols] % nr or tiles[step.rows] < mr or (step.unrolled and tiles[step.rows] % mr):
             return False
     if peeled_rows(resolved) is not None and not peelable(resolved):
         return False

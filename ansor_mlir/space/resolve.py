@@ -171,6 +171,9 @@ def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag
     root = dag.ops[dag.root]
     values = dict(candidate.values)
     forced = forced_unit_dims(root, sketch.has(Decompose))
+    step = sketch.step(MicroKernel)
+    if isinstance(step, MicroKernel) and step.unrolled:
+        forced = forced - {step.rows}  # a window loop whose register rows the strategy unrolls
     kernel = micro_kernel_tiles(sketch, candidate, root.extents, root.iterator_types)
     current = list(root.extents)
     per_level: dict[str, list[int]] = {}

@@ -332,6 +332,46 @@ class TransformMicroKernelRule:
 
 
 @dataclass(frozen=True)
+class TransformWindowMicroKernelRule:
+    """Direct-convolution micro-kernels: `mr` output pixels x `nr` output channels held in registers across the
+    window and channel loops, where the pixels are read through strided or dilated windows (`2 * ow + kw`).
+
+    No vector spans such pixels, so the other sketches keep them unit at the
+    register level: a tile of one pixel and `nr` channels does `nr / lanes`
+    FMAs per filter row it loads. Here the `mr` rows are unrolled (each reads
+    its input scalar as a broadcast and reuses the filter vectors), as
+    oneDNN's direct convolutions do; the shapes are the target's `MRxNR`
+    tiles, the cache blocking and workgroups the knobs. Applies where the root
+    has no micro-kernel over ordinary rows (`micro_kernel_loops`).
+    """
+
+    name: str = "window-micro-kernel"
+
+    def applies(self, task: Task, target: Target) -> bool:
+        return self._shapes(task, target)[1] != ()
+
+    def _shapes(self, task: Task, target: Target) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
+        dag = dags.task_dag(task)
+        if dag is None or micro_kernel.micro_kernel_loops(dag) is not None:
+            return None, ()
+        loops = micro_kernel.micro_kernel_loops(dag, window_rows=True)
+        if loops is None:
+            return None, ()
+        root = dag.ops[dag.root]
+        return loops, micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
+                                                   task.root.element_bytes)
+
+    def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
+        loops, shapes = self._shapes(task, target)
+        dag = dags.task_dag(task)
+        assert dag is not None and loops is not None
+        levels = TransformTilingRule(with_cache=True).levels()
+        steps = decisions.micro_kernel_steps(dag, levels, loops.rows, loops.cols, shapes, unrolled=True)
+        return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, steps,
+                       ("td-multi-level-tiling-cached", self.name))]
+
+
+@dataclass(frozen=True)
 class TransformImplicitGemmRule:
     """Implicit GEMM: a convolution that fits a GEMM's register tiles poorly, rewritten into im2col + contraction
     before it is tiled (`ImplicitGemm`, `space.implicit_gemm`).
@@ -393,6 +433,7 @@ def cpu_rules() -> list[SketchRule]:
         TransformPackingRule(),
         TransformDecomposeRule(),
         TransformMicroKernelRule(),
+        TransformWindowMicroKernelRule(),
         MicroKernelPipelineRule(),
         TransformImplicitGemmRule(),
     ]

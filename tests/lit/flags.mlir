@@ -33,7 +33,7 @@
 // PASSES: --ansor-apply-best:
 // PASSES: log=<FILE> {{ +}}tuning log to read (required)
 // PASSES: --ansor-print-strategy:
-// PASSES: rule=<iree-default|multi-level-tiling|{{.*}}|decompose|micro-kernel|implicit-gemm|{{.*}}tensor-core{{.*}}>
+// PASSES: rule=<iree-default|multi-level-tiling|{{.*}}|decompose|micro-kernel|window-micro-kernel|implicit-gemm|{{.*}}tensor-core{{.*}}>
 // PASSES-NEXT: only sketches derived by this rule (default: any rule)
 
 // CHECK: func.func @weights() -> tensor<8xf32>

@@ -1,0 +1,125 @@
+"""Direct-convolution micro-kernels: `mr` output pixels read through strided windows x `nr` output channels.
+
+The rule is read from loop structure (strided and dilated windows get it, a
+stride-1 convolution's pixels are ordinary rows); pinned AVX2 and AVX-512
+CPUs compile sampled candidates; on the host they run, match numpy, and the
+hot loop is an outer product of whole register tiles without spills.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ansor_bench.workloads import make_workload
+from ansor_mlir.codegen.tuning_spec import attach_configs
+from ansor_mlir.core.schedule import Candidate, MicroKernel, Sketch, micro_kernel_shape
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task, main_task
+from ansor_mlir.frontend.target_resolution import resolve_target
+from ansor_mlir.frontend.task_extraction import extract_tasks
+from ansor_mlir.measure.compare import run_once
+from ansor_mlir.measure.kernel_asm import dump_assembly, hot_loop
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.space.annotation import is_valid, sample_candidate
+from ansor_mlir.space.dag import task_dag, unit_register_dims
+from ansor_mlir.space.resolve import resolve
+from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning.tuner import build_input
+
+# 7x7x7 over 3 channels at stride 2 (the suite's C3D, smaller): output (4, 8, 8, 32), rows along ow.
+C3D = ("C3D", (1, 8, 16, 16, 3, 32, 7, 2, 3))
+C2D_STRIDED = ("C2D", (1, 32, 32, 3, 32, 7, 2, 3))
+DIL = ("DIL", (1, 20, 20, 8, 32, 3, 2, 2, 2))
+
+
+def task_of(workload: tuple[str, tuple[int, ...]], target: Target) -> Task:
+    name, shape = workload
+    return main_task(extract_tasks(make_workload(name, shape).mlir, target, name))
+
+
+def window_sketch(task: Task, target: Target) -> Sketch | None:
+    return next((s for s in generate_sketches(task, target) if "window-micro-kernel" in s.rules), None)
+
+
+def sampled(sketch: Sketch, task: Task, target: Target, count: int, seed: int = 0) -> list[Candidate]:
+    rng = random.Random(seed)
+    found = (sample_candidate(sketch, task, target, rng) for _ in range(8 * count))
+    candidates = [c for c in found if c is not None][:count]
+    assert len(candidates) == count
+    return candidates
+
+
+@pytest.fixture(scope="module", params=["znver3", "znver4"])
+def pinned(request) -> Target:
+    return resolve_target(Target(cpu=request.param))
+
+
+def test_rule_reads_loop_structure(target):
+    for workload in (C3D, C2D_STRIDED, DIL):
+        task = task_of(workload, target)
+        sketch = window_sketch(task, target)
+        assert sketch is not None, workload
+        step = sketch.step(MicroKernel)
+        dag = task_dag(task)
+        assert step.unrolled and step.rows in unit_register_dims(dag.ops[dag.root]), workload
+    # Stride 1: the output pixels of a row are ordinary rows (the implicit-GEMM micro-kernel's), not unrolled.
+    assert window_sketch(task_of(("C2D", (1, 14, 14, 16, 32, 3, 1, 1)), target), target) is None
+
+
+def test_candidates_compile_for_pinned_cpus(pinned):
+    """Compile-only: sampled candidates build for an AVX2 and an AVX-512 CPU, with shapes of that CPU."""
+    task = task_of(C3D, pinned)
+    sketch = window_sketch(task, pinned)
+    (knob,) = sketch.step(MicroKernel).knobs
+    lanes = pinned.vector_lanes(4)
+    for option in knob.options:
+        mr, nr = micro_kernel_shape(option)
+        assert mr * nr // lanes + nr // lanes + 1 <= pinned.vector_registers
+    flow = compile_to_phase(make_workload(*C3D).mlir, pinned.compile_flags(), "flow", C3D[0])
+    items = [build_input(task, sketch, c, flow) for c in sampled(sketch, task, pinned, 2)]
+    for build in LocalBuilder(pinned, workers=1, timeout_s=120).build(items):
+        assert build.ok, f"{build.error.value} {build.message}"
+
+
+@pytest.mark.parametrize("workload", [C3D, C2D_STRIDED], ids=lambda w: w[0])
+def test_candidates_run_match_numpy_and_unroll_whole_register_tiles(workload, target):
+    name, shape = workload
+    task = task_of(workload, target)
+    sketch = window_sketch(task, target)
+    step = sketch.step(MicroKernel)
+    (knob,) = step.knobs
+    work = make_workload(name, shape)
+    flow = compile_to_phase(work.mlir, target.compile_flags(), "flow", name)
+    candidates = sampled(sketch, task, target, 2, seed=1)
+    # The largest register tile, whole: the hot loop is its outer product, accumulators in registers.
+    largest = max(range(len(knob.options)), key=lambda i: np.prod(micro_kernel_shape(knob.options[i])))
+    values = dict(candidates[0].values)
+    values["micro_kernel"] = (largest,)
+    for d in (k for k in sketch.knobs if getattr(k, "levels", ())):
+        if d.dim == step.rows:
+            values[d.name] = tuple(d.extent for _ in d.levels)
+    whole = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    assert is_valid(sketch, values, task, target)
+    items = [build_input(task, sketch, c, flow) for c in (*candidates, whole)]
+    for candidate, item in zip((*candidates, whole), items, strict=True):
+        rows = resolve(sketch, candidate, task).register[step.rows]
+        assert (f"factor = {rows}" in item.strategy[1]) == (rows > 1)  # the rows are unrolled
+    inputs = work.inputs()
+    (expected,) = work.reference(inputs)
+    for build in LocalBuilder(target, workers=1, timeout_s=120).build(items):
+        assert build.ok, f"{build.error.value} {build.message}"
+        (got,) = run_once(build.program.vmfb, work.func_name, inputs)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    mr, nr = micro_kernel_shape(knob.options[largest])
+    text, _ = attach_configs(flow, {}, name, {task.key: items[-1].strategy})
+    with tempfile.TemporaryDirectory() as tmp:
+        reports = [hot_loop(path.read_text()) for path in dump_assembly(text, Path(tmp))]
+    loop = max((r for r in reports if r is not None), key=lambda r: r.fmas)
+    assert loop.is_micro_kernel, (knob.options[largest], loop)
+    assert loop.fmas % (mr * nr // target.vector_lanes(4)) == 0, loop
