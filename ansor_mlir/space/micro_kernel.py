@@ -19,15 +19,13 @@ from math import prod
 from ansor_mlir.core.schedule import Family, MicroKernel, micro_kernel_shape
 from ansor_mlir.core.target import Target
 from ansor_mlir.space.dag import Dag, operands_along, output_dims, unit_register_dims, vector_loop
-from ansor_mlir.space.decisions import FUSION
+from ansor_mlir.space.decisions import FUSION, MAX_K_UNROLL
 from ansor_mlir.space.resolve import Resolved
 
 # The register tile's vectors of B in one row (nr / lanes): wider rows leave too few rows for reuse of B.
 MAX_ROW_VECTORS = 4
 # Vector registers a micro-kernel needs besides its accumulators and B vectors: one broadcast of A.
 BROADCAST_REGISTERS = 1
-# Register tile along the reduction loop (`k` unroll): enough to schedule loads ahead, no more (code size).
-MAX_K_UNROLL = 8
 
 
 @dataclass(frozen=True)
