@@ -75,8 +75,20 @@ def micro_kernel_loops(dag: Dag, packed: bool = False, window_rows: bool = False
     return None
 
 
+def tight(mr: int, vectors: int, target: Target) -> bool:
+    """An `mr x (vectors * lanes)` tile leaves at most one register spare: its reduction loop cannot be unrolled."""
+    return mr * vectors + vectors + BROADCAST_REGISTERS + 1 >= target.vector_registers
+
+
+def whole_k_unroll(dag: Dag) -> int:
+    """The unroll a micro-kernel's innermost reduction loop always gets: its whole extent when it is at most
+    `MAX_K_UNROLL` (`decisions.micro_kernel_steps`), else 1 (a knob)."""
+    extent = dag.ops[dag.root].extents[dag.ops[dag.root].reduction_dims[-1]]
+    return extent if extent <= MAX_K_UNROLL else 1
+
+
 def register_shapes(
-    rows_extent: int, cols_extent: int, target: Target, element_bytes: int, peel: bool = False
+    rows_extent: int, cols_extent: int, target: Target, element_bytes: int, peel: bool = False, k_unroll: int = 1
 ) -> tuple[str, ...]:
     """`MRxNR` register tiles of the target: accumulators plus one row of B vectors and a broadcast fit the vector
     register file, at least half of it is accumulators, `nr` divides its loop (smallest `nr` first).
@@ -85,7 +97,8 @@ def register_shapes(
     one register to spare for rows of two or more vectors (6x16 with AVX2's 16
     ymm, 14x32 with 32 zmm, over 512 rows): the strategy peels the last
     partial row tile (`loop.peel`). On this Xeon's AVX2 code 6x16 ran 1.13x
-    faster than 4x16, the largest divisor shape.
+    faster than 4x16, the largest divisor shape. A `k_unroll` above 1 (a short
+    reduction loop unrolled whole) leaves out the tight shapes (`tight`).
     """
     lanes = target.vector_lanes(element_bytes)
     registers = target.vector_registers
@@ -95,7 +108,8 @@ def register_shapes(
         if cols_extent % nr:
             continue
         fitting = [mr for mr in range(1, rows_extent + 1)
-                   if 2 * mr * vectors >= registers and mr * vectors + vectors + BROADCAST_REGISTERS <= registers]
+                   if 2 * mr * vectors >= registers and mr * vectors + vectors + BROADCAST_REGISTERS <= registers
+                   and (k_unroll == 1 or not tight(mr, vectors, target))]
         shapes += [f"{mr}x{nr}" for mr in fitting if rows_extent % mr == 0]
         spare = [mr for mr in fitting if (mr * vectors + vectors + BROADCAST_REGISTERS) < registers]
         if peel and vectors > 1 and spare and rows_extent % spare[-1]:
@@ -134,8 +148,7 @@ def micro_kernel_fits(resolved: Resolved, target: Target) -> bool:
     reduction = [d for d, it in enumerate(resolved.iterator_types) if it == "reduction"]
     unroll = prod(resolved.register[d] for d in reduction)
     vectors = nr // target.vector_lanes(resolved.task.root.element_bytes)
-    tight = mr * vectors + vectors + BROADCAST_REGISTERS + 1 >= target.vector_registers
-    return unroll <= (1 if tight else MAX_K_UNROLL)
+    return unroll <= (1 if tight(mr, vectors, target) else MAX_K_UNROLL)
 
 
 def peelable(resolved: Resolved) -> bool:

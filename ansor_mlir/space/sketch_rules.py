@@ -252,17 +252,19 @@ class TransformDecomposeRule:
 
 
 def micro_kernel_shapes(
-    task: Task, target: Target, peel: bool = False
+    task: Task, target: Target, peel: bool = False, whole_k: bool = False
 ) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
     """The root's outer-product loops and the `MRxNR` register tiles the target fits, or `(None, ())`; with `peel`
-    also the largest that leaves a partial row tile (`micro_kernel.register_shapes`)."""
+    also the largest that leaves a partial row tile, with `whole_k` none that a short reduction loop unrolled
+    whole would spill (`micro_kernel.register_shapes`)."""
     dag = dags.task_dag(task)
     loops = micro_kernel.micro_kernel_loops(dag) if dag is not None else None
     if loops is None:
         return None, ()
     root = dag.ops[dag.root]
+    k_unroll = micro_kernel.whole_k_unroll(dag) if whole_k else 1
     return loops, micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
-                                               task.root.element_bytes, peel)
+                                               task.root.element_bytes, peel, k_unroll)
 
 
 @dataclass(frozen=True)
@@ -319,10 +321,10 @@ class TransformMicroKernelRule:
     name: str = "micro-kernel"
 
     def applies(self, task: Task, target: Target) -> bool:
-        return bool(micro_kernel_shapes(task, target, peel=True)[1])
+        return bool(micro_kernel_shapes(task, target, peel=True, whole_k=True)[1])
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        loops, shapes = micro_kernel_shapes(task, target, peel=True)
+        loops, shapes = micro_kernel_shapes(task, target, peel=True, whole_k=True)
         dag = dags.task_dag(task)
         assert dag is not None and loops is not None
         levels = TransformTilingRule(with_cache=True).levels()
@@ -359,7 +361,8 @@ class TransformWindowMicroKernelRule:
             return None, ()
         root = dag.ops[dag.root]
         return loops, micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
-                                                   task.root.element_bytes)
+                                                   task.root.element_bytes,
+                                                   k_unroll=micro_kernel.whole_k_unroll(dag))
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
         loops, shapes = self._shapes(task, target)
