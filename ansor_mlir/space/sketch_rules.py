@@ -369,7 +369,7 @@ class TransformWindowMicroKernelRule:
         dag = dags.task_dag(task)
         assert dag is not None and loops is not None
         levels = TransformTilingRule(with_cache=True).levels()
-        steps = decisions.micro_kernel_steps(dag, levels, loops.rows, loops.cols, shapes, unrolled=True)
+        steps = decisions.micro_kernel_steps(dag, levels, loops.rows, loops.cols, shapes, unrolled=loops.unrolled)
         return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, steps,
                        ("td-multi-level-tiling-cached", self.name))]
 

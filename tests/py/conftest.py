@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ansor_mlir.core.target import Target, detect_host
@@ -16,6 +17,19 @@ PINNED_CPUS = (AVX2_CPU, AVX512_CPU)
 def pinned_target(cpu: str, threads: int = 1) -> Target:
     """A named CPU as IREE resolves it, on any host."""
     return resolve_target(Target(cpu=cpu, threads=threads))
+
+
+def assert_builds_match_reference(target: Target, items: list, workload) -> None:
+    """Build `items` for the host, run each once and compare its output with the workload's numpy reference."""
+    from ansor_mlir.measure.compare import run_once
+    from ansor_mlir.measure.local_builder import LocalBuilder
+
+    inputs = workload.inputs()
+    (expected,) = workload.reference(inputs)
+    for build in LocalBuilder(target, workers=1, timeout_s=120).build(items):
+        assert build.ok, f"{build.error.value} {build.message}"
+        (got,) = run_once(build.program.vmfb, workload.func_name, inputs)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
 def matmul_bias_relu(m: int, n: int, k: int, name: str = "mm", transpose_b: bool = False) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_builds_match_reference
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.tuning_spec import attach_configs
@@ -121,13 +122,7 @@ def test_candidates_build_run_and_match_numpy(workload, target):
     assert candidates
     work = make_workload(name, shape)
     flow = compile_to_phase(work.mlir, target.compile_flags(), "flow", name)
-    items = [build_input(task, sketch, c, flow) for c in candidates]
-    inputs = work.inputs()
-    (expected,) = work.reference(inputs)
-    for build in LocalBuilder(target, workers=1, timeout_s=120).build(items):
-        assert build.ok, f"{build.error.value} {build.message}"
-        (got,) = run_once(build.program.vmfb, work.func_name, inputs)
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert_builds_match_reference(target, [build_input(task, sketch, c, flow) for c in candidates], work)
 
 
 def test_grouped_strided_micro_kernel_keeps_accumulators_in_registers(target):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_builds_match_reference
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.tuning_spec import attach_configs
@@ -22,7 +23,6 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task, main_task
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.compare import run_once
 from ansor_mlir.measure.kernel_asm import dump_assembly, hot_loop
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
@@ -110,12 +110,7 @@ def test_candidates_run_match_numpy_and_unroll_whole_register_tiles(workload, ta
     for candidate, item in zip((*candidates, whole), items, strict=True):
         rows = resolve(sketch, candidate, task).register[step.rows]
         assert (f"factor = {rows}" in item.strategy[1]) == (rows > 1)  # the rows are unrolled
-    inputs = work.inputs()
-    (expected,) = work.reference(inputs)
-    for build in LocalBuilder(target, workers=1, timeout_s=120).build(items):
-        assert build.ok, f"{build.error.value} {build.message}"
-        (got,) = run_once(build.program.vmfb, work.func_name, inputs)
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert_builds_match_reference(target, items, work)
     mr, nr = micro_kernel_shape(knob.options[largest])
     text, _ = attach_configs(flow, {}, name, {task.key: items[-1].strategy})
     with tempfile.TemporaryDirectory() as tmp:
