@@ -252,13 +252,13 @@ class TransformDecomposeRule:
 
 
 def micro_kernel_shapes(
-    task: Task, target: Target, peel: bool = False, whole_k: bool = False
+    task: Task, target: Target, peel: bool = False, whole_k: bool = False, window_rows: bool = False
 ) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
-    """The root's outer-product loops and the `MRxNR` register tiles the target fits, or `(None, ())`; with `peel`
-    also the largest that leaves a partial row tile, with `whole_k` none that a short reduction loop unrolled
-    whole would spill (`micro_kernel.register_shapes`)."""
+    """The root's outer-product loops (with `window_rows`, rows a window loop) and the `MRxNR` register tiles the
+    target fits, or `(None, ())`; with `peel` also the largest that leaves a partial row tile, with `whole_k` none
+    that a short reduction loop unrolled whole would spill (`micro_kernel.register_shapes`)."""
     dag = dags.task_dag(task)
-    loops = micro_kernel.micro_kernel_loops(dag) if dag is not None else None
+    loops = micro_kernel.micro_kernel_loops(dag, window_rows=window_rows) if dag is not None else None
     if loops is None:
         return None, ()
     root = dag.ops[dag.root]
@@ -353,16 +353,9 @@ class TransformWindowMicroKernelRule:
         return self._shapes(task, target)[1] != ()
 
     def _shapes(self, task: Task, target: Target) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
-        dag = dags.task_dag(task)
-        if dag is None or micro_kernel.micro_kernel_loops(dag) is not None:
+        if micro_kernel_shapes(task, target)[0] is not None:
             return None, ()
-        loops = micro_kernel.micro_kernel_loops(dag, window_rows=True)
-        if loops is None:
-            return None, ()
-        root = dag.ops[dag.root]
-        return loops, micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
-                                                   task.root.element_bytes,
-                                                   k_unroll=micro_kernel.whole_k_unroll(dag))
+        return micro_kernel_shapes(task, target, whole_k=True, window_rows=True)
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
         loops, shapes = self._shapes(task, target)
