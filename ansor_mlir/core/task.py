@@ -159,6 +159,12 @@ class Task:
         """Some sketch family can configure it: IREE's pipelines or a transform strategy."""
         return self.default_config is not None or bool(self.codegen_ops)
 
+    @property
+    def pads_input(self) -> bool:
+        """The dispatch pads an input itself (`frontend.pad_fusion`): strategies fuse the pad into the
+        workgroup tile, whose padded input is then a stack buffer."""
+        return "tensor.pad" in self.func_text
+
     def with_weight(self, weight: int) -> Task:
         return Task(**{**self.__dict__, "weight": weight})
 

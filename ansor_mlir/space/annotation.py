@@ -154,7 +154,7 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
     outer = packed or resolved.choice(FUSION) == "outer"
     # Stack buffers: the root's workgroup output when consumers run after the root or when one workgroup
     # covers the whole output (the one-iteration forall folds away and the output tile is allocated:
-    # 3 MiB for ConvLayer's 112x112x64, IREE's limit is 32 KiB), and packed panels.
+    # 3 MiB for ConvLayer's 112x112x64, IREE's limit is 32 KiB), packed panels, and a padded input tile.
     wg_output = resolved.workgroup_output_elements
     whole = wg_output == prod(root.extents[d] if d is not None else 1 for d in outputs)
     stack = wg_output * elem if (outer and resolved.dag.consumers) or whole else 0
@@ -162,6 +162,7 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
         stack += resolved.packed_panel_bytes
     if sketch.has(ImplicitGemm):
         stack += resolved.im2col_panel_bytes
+    stack += resolved.padded_input_bytes
     if stack > limit.stack_bytes:
         return False
     # A packed strategy folds no unit dims, so interior unit tiles are fine there.

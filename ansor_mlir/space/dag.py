@@ -74,6 +74,11 @@ def unit_register_dims(op: LinalgOpInfo) -> set[int]:
     return forced
 
 
+def has_window(op: LinalgOpInfo) -> bool:
+    """An input read through a compound access (`oh + kh`, `2 * ow + kw`): a convolution or pooling window."""
+    return any(_is_compound(e) for amap in op.indexing_maps[: op.num_inputs] for e in amap.results)
+
+
 def _is_compound(expr: AffineExpr) -> bool:
     """More than one loop, or one loop with a coefficient other than 1 (`d0 * 2`, `-d0`), or non-linear."""
     return not expr.linear or len(expr.terms) > 1 or any(c != 1 for _, c in expr.terms)
@@ -114,13 +119,42 @@ def conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int, int] 
     return n, oh, ow, co, kh, kw, ci
 
 
+def depthwise_conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int] | None:
+    """Loops `(n, oh, ow, c, kh, kw)` of an NHWC x HWC depthwise convolution (strided, dilated), else None.
+
+    `transform.structured.specialize` turns it into `linalg.depthwise_conv_2d_nhwc_hwc`, which
+    `transform.structured.decompose` splits into 1-D depthwise convolutions once `oh` and `kh` are unit.
+    """
+    if op.num_inputs != 2 or len(op.indexing_maps) != 3 or not {"arith.mulf", "arith.addf"} <= set(op.body_ops):
+        return None
+    inp, flt, out = (m.results for m in op.indexing_maps)
+    if not (len(inp) == len(out) == 4 and len(flt) == 3) or not all(e.is_dim() for e in flt + out):
+        return None
+    n, oh, ow, c = (e.position for e in out)
+    kh, kw, c_f = (e.position for e in flt)
+    if c_f != c or not (inp[0].is_dim() and inp[0].position == n and inp[3].is_dim() and inp[3].position == c):
+        return None
+    if set(inp[1].dims()) != {oh, kh} or set(inp[2].dims()) != {ow, kw}:
+        return None
+    if [op.iterator_types[d] for d in (n, oh, ow, c, kh, kw)] != ["parallel"] * 4 + ["reduction"] * 2:
+        return None
+    return n, oh, ow, c, kh, kw
+
+
+def decomposable_rows(op: LinalgOpInfo) -> tuple[int, int] | None:
+    """Loops `(oh, kh)` of a 2-D convolution that MLIR decomposes into 1-D ones (NHWC x HWCF, or depthwise
+    NHWC x HWC) once both are unit, else None."""
+    full, depthwise = conv_2d_loops(op), depthwise_conv_2d_loops(op)
+    if full is not None:
+        return full[1], full[4]
+    return (depthwise[1], depthwise[4]) if depthwise is not None else None
+
+
 def forced_unit_dims(op: LinalgOpInfo, decomposed: bool) -> set[int]:
     """Loops a sketch's register tile keeps unit: `unit_register_dims`, or only `oh` and `kh` when the
     convolution is decomposed into 1-D convolutions (which vectorize strided windows themselves)."""
-    loops = conv_2d_loops(op) if decomposed else None
-    if loops is None:
-        return unit_register_dims(op)
-    return {loops[1], loops[4]}
+    rows = decomposable_rows(op) if decomposed else None
+    return unit_register_dims(op) if rows is None else set(rows)
 
 
 @dataclass(frozen=True)

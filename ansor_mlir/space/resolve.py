@@ -136,6 +136,19 @@ class Resolved:
         return total * self.task.root.element_bytes
 
     @cached_property
+    def padded_input_bytes(self) -> int:
+        """Bytes of the root's windowed inputs over the workgroup tile when the dispatch pads them itself: the
+        strategy pads each workgroup's input tile into a stack buffer (`transform_strategy._fuse_pads`)."""
+        if not self.task.pads_input:
+            return 0
+        root = self.root
+        dist = self.per_level.get("distribution", [0] * len(self.extents))
+        sizes = [(dist[d] or extent) if it == "parallel" else extent
+                 for d, (extent, it) in enumerate(zip(root.extents, root.iterator_types, strict=True))]
+        windowed = [m for m in root.indexing_maps[: root.num_inputs] if not all(e.is_dim() for e in m.results)]
+        return sum(amap.footprint(sizes) for amap in windowed) * self.task.root.element_bytes
+
+    @cached_property
     def packed_panel_bytes(self) -> int:
         """Bytes of the packed input panels (stack buffers): each input indexed by the vector loop, over the
         root's tile above the register levels."""

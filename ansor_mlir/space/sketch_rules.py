@@ -232,20 +232,21 @@ class TransformPackingRule:
 class TransformDecomposeRule:
     """Convolution decomposition: register tiles of several output pixels over strided windows.
 
-    Applies to 2-D convolutions (NHWC x HWCF, any stride or dilation). The
-    other sketches keep every window loop unit at the register level (a
-    strided window `2 * ow + kw` is no projected permutation), so a register
-    tile holds one output pixel. Here only `oh` and `kh` are unit: the tile
-    is specialized to `linalg.conv_2d_nhwc_hwcf` and decomposed into a 1-D
-    convolution, which the vectorizer lowers with strided reads over `ow`
-    (IREE's `ConvTileAndDecomposeExpert` does the same).
+    Applies to 2-D convolutions (NHWC x HWCF or depthwise NHWC x HWC, any
+    stride or dilation). The other sketches keep every window loop unit at
+    the register level (a strided window `2 * ow + kw` is no projected
+    permutation), so a register tile holds one output pixel. Here only `oh`
+    and `kh` are unit: the tile is specialized to the named convolution and
+    decomposed into a 1-D one, which the vectorizer lowers with strided reads
+    over `ow` and the `kw` taps unrolled (IREE's `ConvTileAndDecomposeExpert`
+    does the same).
     """
 
     name: str = "decompose"
 
     def applies(self, task: Task, target: Target) -> bool:
         dag = dags.task_dag(task)
-        return dag is not None and dags.conv_2d_loops(dag.ops[dag.root]) is not None
+        return dag is not None and dags.decomposable_rows(dag.ops[dag.root]) is not None
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
         return [register_level_sketch(task, index, self.name, decomposed=True)]

@@ -1,17 +1,28 @@
-"""Pad fusion: window ops that reduce over their window only read their padding in their own dispatch."""
+"""Pad fusion: window ops that reduce over their window only read their padding in their own dispatch, and
+strategies pad each workgroup's input tile there."""
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
+import pytest
+from conftest import PINNED_CPUS, assert_builds_match_reference, pinned_target
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir import api
+from ansor_mlir.core.schedule import REDUCTION, Candidate, Decompose, Family, tile_knobs
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
 from ansor_mlir.frontend.pad_fusion import NAME
 from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, SEPARATOR, rewrite_program
 from ansor_mlir.measure.compare import load_function
-from ansor_mlir.mlir.iree_compiler import FLOW_PAD_FLAG, compile_vmfb, run_tool
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.mlir.iree_compiler import FLOW_PAD_FLAG, compile_to_phase, compile_vmfb, run_tool
+from ansor_mlir.space.annotation import is_valid, sample_candidate
+from ansor_mlir.space.resolve import resolve
+from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.tuner import build_input
 
 WITH_PAD_FUSION = SEPARATOR.join((DEFAULT_REWRITES, NAME))
 
@@ -96,3 +107,56 @@ def test_a_tuned_depthwise_program_with_fused_pads_builds_runs_and_matches_numpy
     inputs = workload.inputs(0)
     (expected,) = workload.reference(inputs)
     np.testing.assert_allclose(np.asarray(fn(*inputs).to_host()), expected, rtol=1e-4, atol=1e-4)
+
+
+def padded_depthwise_task(shape: tuple[int, ...], target):
+    from ansor_mlir.core.task import main_task
+    from ansor_mlir.frontend.task_extraction import extract_tasks
+
+    workload = make_workload("DEP", shape)
+    task = main_task(extract_tasks(fused(workload.mlir), target, "DEP"))
+    assert task.pads_input
+    return workload, task
+
+
+@pytest.fixture(params=PINNED_CPUS)
+def pinned(request):
+    return pinned_target(request.param)
+
+
+def test_every_transform_sketch_of_a_padded_depthwise_task_builds_for_pinned_cpus(pinned):
+    """Compile-only: the strategies pad each workgroup's input tile (no megabyte stack buffer), and the
+    depthwise convolution gets the decomposition sketch (1-D convolutions over several output pixels)."""
+    workload, task = padded_depthwise_task((1, 14, 14, 32, 3, 1, 1), pinned)
+    sketches = [s for s in generate_sketches(task, pinned) if s.family is Family.TRANSFORM]
+    assert any(s.has(Decompose) for s in sketches)
+    flow = compile_to_phase(fused(workload.mlir), pinned.compile_flags(), "flow", "DEP")
+    rng = random.Random(0)
+    items = [build_input(task, s, sample_candidate(s, task, pinned, rng), flow) for s in sketches]
+    assert all("iree-codegen-fuse-tensor-pad-with-consumer" in item.strategy[1] for item in items)
+    for build in LocalBuilder(pinned, workers=1, timeout_s=120).build(items):
+        assert build.ok, f"{build.error.value} {build.message}"
+
+
+def test_padded_depthwise_candidates_run_and_match_numpy(target):
+    workload, task = padded_depthwise_task((1, 14, 14, 32, 3, 1, 1), target)
+    flow = compile_to_phase(fused(workload.mlir), target.compile_flags(), "flow", "DEP")
+    rng = random.Random(1)
+    items = [build_input(task, s, sample_candidate(s, task, target, rng), flow)
+             for s in generate_sketches(task, target) if s.family is Family.TRANSFORM]
+    assert_builds_match_reference(target, items, workload)
+
+
+def test_a_padded_workgroup_tile_over_the_stack_limit_is_rejected(target):
+    """IREE rejects a function whose stack buffers pass its limit: the padded input tile counts."""
+    _, task = padded_depthwise_task((1, 28, 28, 32, 3, 1, 1), target)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Decompose))
+    candidate = sample_candidate(sketch, task, target, random.Random(0))
+    assert resolve(sketch, candidate, task).padded_input_bytes <= target.stack_limit_bytes
+    values = dict(candidate.values)
+    for knob in tile_knobs(sketch.knobs):
+        if knob.levels[0] == "distribution" and knob.kind != REDUCTION:
+            values[knob.name] = (knob.extent, *values[knob.name][1:])  # one workgroup: a 30x30x32 padded input
+    whole = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    assert resolve(sketch, whole, task).padded_input_bytes == 30 * 30 * 32 * 4 > target.stack_limit_bytes
+    assert not is_valid(sketch, values, task, target)

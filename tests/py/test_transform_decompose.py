@@ -16,7 +16,7 @@ from ansor_mlir.measure.compare import run_once
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
-from ansor_mlir.space.dag import conv_2d_loops, task_dag
+from ansor_mlir.space.dag import conv_2d_loops, depthwise_conv_2d_loops, task_dag
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
 
@@ -30,14 +30,16 @@ def main_of(name: str, shape: tuple[int, ...], target):
 
 
 @pytest.mark.parametrize("name, shape, expected", [
-    ("C2D", C2D, True), ("DIL", DIL, True), ("ConvLayer", (1, 14, 14, 8, 16, 3, 2, 1), True),
-    ("GRP", (1, 8, 8, 16, 32, 3, 2, 1, 1, 4), False), ("DEP", (1, 8, 8, 16, 3, 1, 1), False),
-    ("GMM", (1, 32, 32, 32), False),
+    ("C2D", C2D, "full"), ("DIL", DIL, "full"), ("ConvLayer", (1, 14, 14, 8, 16, 3, 2, 1), "full"),
+    ("DEP", (1, 8, 8, 16, 3, 1, 1), "depthwise"), ("DEP", (1, 9, 9, 16, 3, 2, 1), "depthwise"),
+    ("GRP", (1, 8, 8, 16, 32, 3, 2, 1, 1, 4), None), ("GMM", (1, 32, 32, 32), None),
 ])
 def test_decompose_sketch_only_for_2d_convolutions(target, name, shape, expected):
     _, task = main_of(name, shape, target)
-    assert (conv_2d_loops(task_dag(task).ops[task_dag(task).root]) is not None) == expected
-    assert any(s.has(Decompose) for s in generate_sketches(task, target)) == expected
+    root = task_dag(task).ops[task_dag(task).root]
+    assert (conv_2d_loops(root) is not None) == (expected == "full")
+    assert (depthwise_conv_2d_loops(root) is not None) == (expected == "depthwise")
+    assert any(s.has(Decompose) for s in generate_sketches(task, target)) == (expected is not None)
 
 
 def test_only_oh_and_kh_are_unit_and_the_strategy_decomposes(target):
@@ -71,3 +73,22 @@ def test_multi_pixel_register_tiles_compile_run_and_match_numpy(target, name, sh
     (got,) = run_once(build.program.vmfb, workload.func_name, inputs)
     (expected,) = workload.reference(inputs)
     np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4)
+
+
+def test_depthwise_register_tiles_of_several_pixels_compile_run_and_match_numpy(target):
+    """A strided depthwise convolution without a fused pad (named op kept by IREE): 1-D depthwise tiles."""
+    workload, task = main_of("DEP", (1, 9, 9, 16, 3, 2, 1), target)
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Decompose))
+    rng = random.Random(0)
+    candidates = [c for c in (sample_candidate(sketch, task, target, rng) for _ in range(8)) if c is not None][:2]
+    text = render_strategy(sketch, candidates[0], task, "s")
+    assert "transform.structured.decompose" in text
+    flow = compile_to_phase(workload.mlir, target.compile_flags(), "flow", "DEP")
+    items = [build_input(task, sketch, c, flow) for c in candidates]
+    builds = LocalBuilder(target, workers=1, timeout_s=120).build(items)
+    inputs = workload.inputs(seed=0)
+    (expected,) = workload.reference(inputs)
+    for build in builds:
+        assert build.ok, f"{build.error.value} {build.message}"
+        (got,) = run_once(build.program.vmfb, workload.func_name, inputs)
+        np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4)
