@@ -206,7 +206,13 @@ def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tupl
         end = ir.InsertionPoint(block)
         loads = iter(block.arguments)
         results = []
-        for op in ops:
+        # Constants first, in one order: IREE hoists a dispatch's constants in an order that depends on the
+        # module around it (a task compiled on its own got another key than in its program).
+        constants = sorted((op for op in ops if op.name == "arith.constant"), key=_constant_order)
+        for op in constants:
+            op.detach_from_parent()
+            end.insert(op)
+        for op in (op for op in ops if op.name != "arith.constant"):
             if op.name == LOAD:
                 arg, loaded = next(loads), op.results[0]
                 if arg.type != loaded.type:
@@ -233,6 +239,11 @@ def standalone_function(func: ir.Operation, bindings: Sequence[ir.Type]) -> tupl
             name = ir.StringAttr(func.attributes["sym_name"]).value
             raise AnsorError(f"dispatch {name}: cannot rebuild it as a function: {exc}") from None
         return str(task), [str(t) for t in inputs], [str(t) for t in outputs]
+
+
+def _constant_order(op: ir.Operation) -> tuple[str, str]:
+    """Constants by type, then value (printed: the op's own printout numbers it by position)."""
+    return str(op.results[0].type), str(op.attributes["value"])
 
 
 def _reads_block_arguments(op: ir.Operation, block: ir.Block) -> bool:
