@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansor_mlir.core.affine import AffineExpr
+from ansor_mlir.core.affine import AffineExpr, AffineMap
 from ansor_mlir.core.task import LinalgOpInfo, Task
 
 MAX_DISTRIBUTED = 3
@@ -74,9 +74,14 @@ def unit_register_dims(op: LinalgOpInfo) -> set[int]:
     return forced
 
 
+def window_maps(op: LinalgOpInfo) -> list[AffineMap]:
+    """The maps of inputs read through a compound access (`oh + kh`, `2 * ow + kw`): convolution or pooling
+    windows."""
+    return [amap for amap in op.indexing_maps[: op.num_inputs] if any(_is_compound(e) for e in amap.results)]
+
+
 def has_window(op: LinalgOpInfo) -> bool:
-    """An input read through a compound access (`oh + kh`, `2 * ow + kw`): a convolution or pooling window."""
-    return any(_is_compound(e) for amap in op.indexing_maps[: op.num_inputs] for e in amap.results)
+    return bool(window_maps(op))
 
 
 def _is_compound(expr: AffineExpr) -> bool:
@@ -102,11 +107,10 @@ def conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int, int] 
     `linalg.conv_2d_nhwc_hwcf`, which `transform.structured.decompose` splits
     into 1-D convolutions once `oh` and `kh` are unit.
     """
-    if op.num_inputs != 2 or len(op.indexing_maps) != 3 or not {"arith.mulf", "arith.addf"} <= set(op.body_ops):
+    maps = _convolution_maps(op, filter_rank=4)
+    if maps is None:
         return None
-    inp, flt, out = (m.results for m in op.indexing_maps)
-    if not (len(inp) == len(flt) == len(out) == 4) or not all(e.is_dim() for e in flt + out):
-        return None
+    inp, flt, out = maps
     n, oh, ow, co = (e.position for e in out)
     kh, kw, ci, co_f = (e.position for e in flt)
     if co_f != co or inp[0].position != n or inp[3].position != ci:
@@ -119,17 +123,27 @@ def conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int, int] 
     return n, oh, ow, co, kh, kw, ci
 
 
+def _convolution_maps(op: LinalgOpInfo, filter_rank: int) -> tuple[tuple[AffineExpr, ...], ...] | None:
+    """The (input, filter, output) map results of a multiply-accumulate over a 4-D input and output and a filter
+    of `filter_rank`, filter and output indexed by plain loops; else None."""
+    if op.num_inputs != 2 or len(op.indexing_maps) != 3 or not {"arith.mulf", "arith.addf"} <= set(op.body_ops):
+        return None
+    inp, flt, out = (m.results for m in op.indexing_maps)
+    if not (len(inp) == len(out) == 4 and len(flt) == filter_rank) or not all(e.is_dim() for e in flt + out):
+        return None
+    return inp, flt, out
+
+
 def depthwise_conv_2d_loops(op: LinalgOpInfo) -> tuple[int, int, int, int, int, int] | None:
     """Loops `(n, oh, ow, c, kh, kw)` of an NHWC x HWC depthwise convolution (strided, dilated), else None.
 
     `transform.structured.specialize` turns it into `linalg.depthwise_conv_2d_nhwc_hwc`, which
     `transform.structured.decompose` splits into 1-D depthwise convolutions once `oh` and `kh` are unit.
     """
-    if op.num_inputs != 2 or len(op.indexing_maps) != 3 or not {"arith.mulf", "arith.addf"} <= set(op.body_ops):
+    maps = _convolution_maps(op, filter_rank=3)
+    if maps is None:
         return None
-    inp, flt, out = (m.results for m in op.indexing_maps)
-    if not (len(inp) == len(out) == 4 and len(flt) == 3) or not all(e.is_dim() for e in flt + out):
-        return None
+    inp, flt, out = maps
     n, oh, ow, c = (e.position for e in out)
     kh, kw, c_f = (e.position for e in flt)
     if c_f != c or not (inp[0].is_dim() and inp[0].position == n and inp[3].is_dim() and inp[3].position == c):

@@ -35,6 +35,7 @@ from ansor_mlir.space.dag import (
     output_dims,
     task_dag,
     vector_loop,
+    window_maps,
 )
 from ansor_mlir.space.gpu_mapping import gpu_mapping, is_gpu_sketch
 from ansor_mlir.space.implicit_gemm import sketch_dag
@@ -145,8 +146,7 @@ class Resolved:
         dist = self.per_level.get("distribution", [0] * len(self.extents))
         sizes = [(dist[d] or extent) if it == "parallel" else extent
                  for d, (extent, it) in enumerate(zip(root.extents, root.iterator_types, strict=True))]
-        windowed = [m for m in root.indexing_maps[: root.num_inputs] if not all(e.is_dim() for e in m.results)]
-        return sum(amap.footprint(sizes) for amap in windowed) * self.task.root.element_bytes
+        return sum(amap.footprint(sizes) for amap in window_maps(root)) * self.task.root.element_bytes
 
     @cached_property
     def packed_panel_bytes(self) -> int:
