@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+from conftest import assert_builds_match_reference
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.transform_strategy import render_strategy
@@ -84,11 +85,4 @@ def test_depthwise_register_tiles_of_several_pixels_compile_run_and_match_numpy(
     text = render_strategy(sketch, candidates[0], task, "s")
     assert "transform.structured.decompose" in text
     flow = compile_to_phase(workload.mlir, target.compile_flags(), "flow", "DEP")
-    items = [build_input(task, sketch, c, flow) for c in candidates]
-    builds = LocalBuilder(target, workers=1, timeout_s=120).build(items)
-    inputs = workload.inputs(seed=0)
-    (expected,) = workload.reference(inputs)
-    for build in builds:
-        assert build.ok, f"{build.error.value} {build.message}"
-        (got,) = run_once(build.program.vmfb, workload.func_name, inputs)
-        np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4)
+    assert_builds_match_reference(target, [build_input(task, sketch, c, flow) for c in candidates], workload)
