@@ -93,13 +93,13 @@ def _build(mlir: str, flags: list[str], out: Path) -> Path:
 
 
 def _iree_prepared(vmfb: Path, workload: Workload, inputs: list[np.ndarray], settings: Settings,
-                   prepare_s: float, **extra) -> Prepared:
+                   prepare_s: float, device: str | None = None, **extra) -> Prepared:
 
     from ansor_mlir.measure.compare import load_function
     from ansor_mlir.measure.run_worker import placements
     from ansor_mlir.measure.vm_call import prepared_calls
 
-    fn, config = load_function(vmfb, workload.func_name, settings.target.runtime_device())
+    fn, config = load_function(vmfb, workload.func_name, device or settings.target.runtime_device())
     # Calls rotate over several placements of the inputs: a contender must not win or lose by where its
     # buffers happen to sit (the same binary measured 2.4 or 3.2 ms for a 512^3 matmul by placement alone).
     # Timed calls go to the VM directly (`vm_call`): the Python invoker's argument handling is not the program's.
@@ -192,9 +192,12 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
     checks = "; ".join(f"{r.task.name.split('_dispatch')[-1] or r.task.name}: log {x(r.speedup)}, program "
                        f"{x(r.program_speedup)}{' (fell back to IREE default)' if r.fell_back else ''}"
                        for r in result.tasks)
-    return _iree_prepared(vmfb, workload, inputs, settings, time.perf_counter() - start, curve=curve,
-                          trials=sum(r.trials for r in result.tasks),
-                          note=f"{tasks} task{'s' * (tasks != 1)} tuned, {settings.trials} trials each; {checks}")
+    # At threads > 1 the tuned program runs on the device it ran fastest on (`tuning.device_choice`).
+    device = "" if result.device == settings.target.runtime_device() else f"; runs on {result.device}"
+    return _iree_prepared(vmfb, workload, inputs, settings, time.perf_counter() - start, result.device,
+                          curve=curve, trials=sum(r.trials for r in result.tasks),
+                          note=f"{tasks} task{'s' * (tasks != 1)} tuned, {settings.trials} trials each; {checks}"
+                               f"{device}")
 
 
 # --------------------------------------------------------------------------- other frameworks

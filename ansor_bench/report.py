@@ -279,6 +279,10 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
     m, r = report.meta, report.roofline
     threads = m.get("threads", 1)
     device = "local-sync" if threads == 1 else f"local-task, {threads} workers"
+    chosen = "" if threads == 1 else (
+        " ansor-mlir's tuned program runs on the device it ran fastest on when tuned, `local-task` or `local-sync` "
+        "(`ansor_mlir/tuning/device_choice.py`: IREE's task system costs tens of us per call); the tasks table "
+        "says where it chose `local-sync`.")
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     b = m["budgets"]
     unavailable = [c for c in report.cells if c.status != OK]
@@ -295,7 +299,7 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             "- IREE programs are timed through the VM's invoke with argument lists built once "
             "(`ansor_mlir/measure/vm_call.py`); they still allocate their outputs on every call.",
             f"- Threads: {threads} everywhere (IREE `{device}`, `torch.set_num_threads({threads})`, "
-            f"OMP/OPENBLAS/MKL/TVM_NUM_THREADS={threads}, TVM target `num-cores` {threads}).",
+            f"OMP/OPENBLAS/MKL/TVM_NUM_THREADS={threads}, TVM target `num-cores` {threads}).{chosen}",
             f"- Timing: all correct contenders of an op timed alternately in {b['rounds']} rounds of at least "
             f"{b['min_round_ms']} ms each on the same inputs; median per call. The machine is shared and noisy: "
             "compare ratios within a row, not absolute times across runs.",

@@ -42,6 +42,8 @@ from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.frontend.torch_import import is_factory_reference
 from ansor_mlir.measure.gpu_device import no_device_message
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.qemu_runner import find_emulated_runtime
 from ansor_mlir.mlir.context import MAX_TEXT_CHARS
 from ansor_mlir.mlir.iree_compiler import (
@@ -62,6 +64,7 @@ from ansor_mlir.tuning.batch_export import export_batch as _export_batch
 from ansor_mlir.tuning.batch_export import import_results as _import_results
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
+from ansor_mlir.tuning.device_choice import DeviceChoice, alternatives, choose_device
 from ansor_mlir.tuning.progress import ConsoleProgress
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner
@@ -258,9 +261,14 @@ def generate_sketches(task: Task, target: str | Target = "llvm-cpu") -> list[Ske
 
 @dataclass(frozen=True)
 class TuneResult:
+    """The tuned module, each task's result, the log, and the runtime device the tuned program runs fastest on
+    (`tuning.device_choice`: at threads > 1, `local-sync` when one thread beats IREE's task system)."""
+
     module: str
     tasks: list[TaskResult]
     log: Path
+    device: str = "local-sync"
+    device_choice: DeviceChoice | None = None
 
 
 
@@ -338,7 +346,28 @@ def tune(
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), [], opts.log)
     results = tuner.tune_module(text, name, program.parameters, program.parameter_scope)
-    return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), results, opts.log)
+    choice = _choose_device(program, tgt, opts, callbacks) if opts.cluster is None else None
+    return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), results, opts.log,
+                      choice.device if choice else tgt.runtime_device(), choice)
+
+
+def _choose_device(program: UserProgram, target: Target, options: TuneOptions,
+                   callbacks: Sequence[TuningCallback]) -> DeviceChoice | None:
+    """At threads > 1, time the tuned program (built as `compile` builds it) on IREE's task system and on one
+    thread; the user hears which is faster and by how much."""
+    if not alternatives(target):
+        return None
+    builder = LocalBuilder(target, workers=options.build_workers, timeout_s=options.compile_timeout_s)
+    runner = LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
+    try:
+        choice = choose_device(target, builder, runner, program,
+                               tuning_spec(program.text, program.name, options.log, target), options.seed)
+    finally:
+        builder.close()
+        runner.close()
+    for callback in (ConsoleProgress(progress=options.progress), *callbacks):
+        callback.on_note(choice.note(program.name, target.threads))
+    return choice
 
 
 def _tune_emulated(text: str, name: str, target: Target, options: TuneOptions,
@@ -507,6 +536,7 @@ def compile(
     name: str | None = None,
     embed_parameters: bool = True,
     rewrites: str = DEFAULT_REWRITES,
+    device: str | None = None,
 ) -> CompiledModel:
     """The model built by IREE with the best recorded configuration of each task: a runnable module.
 
@@ -518,7 +548,8 @@ def compile(
     IREE at its dispatches instead ran a model's weight transforms on every
     call: ResNet-50 3x slower with no configuration attached). The weights are embedded in the program
     (`--iree-parameter-import`), or with `embed_parameters=False` kept beside
-    it and handed to the runtime as a parameter provider.
+    it and handed to the runtime as a parameter provider. `device` is the runtime device it runs on: the
+    target's by default; `TuneResult.device` names the one the tuned program ran fastest on.
     """
     check_target("compile", target)
     if log is not None:
@@ -528,6 +559,10 @@ def compile(
         raise _invalid("compile", "name", name, "expected a str or None")
     source = load_model(as_source(model), example_inputs, name=name)
     tgt = resolve_target(target)
+    runtime = device or tgt.runtime_device()
+    devices = tuple(dict.fromkeys((tgt.runtime_device(), *alternatives(tgt))))
+    if runtime not in devices:
+        raise _invalid("compile", "device", device, f"expected {' or '.join(devices)} for target {tgt.key}")
     text = rewritten("compile", source.text, source.name, rewrites).text
     spec = tuning_spec(text, source.name, log, tgt) if log is not None else None
     vmfb, why = _build_model(source, text, tgt, spec, embed_parameters)
@@ -540,7 +575,7 @@ def compile(
     if vmfb is None:
         raise AnsorError(f"{source.name}: IREE could not compile it: {why}")
     kept = b"" if embed_parameters else source.parameters
-    return CompiledModel(vmfb, source.entry, tgt.runtime_device(), kept, source.scope)
+    return CompiledModel(vmfb, source.entry, runtime, kept, source.scope)
 
 
 def _build_model(source: ModelSource, text: str, target: Target, spec: str | None, embed_parameters: bool,

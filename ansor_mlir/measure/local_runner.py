@@ -112,6 +112,7 @@ class LocalRunner(Runner):
             paths.append(path)
         request = {
             "device": self.target.runtime_device(),
+            "devices": list(item.devices),
             "compare": [str(p) for p in paths],
             "function": item.programs[0].function,
             "inputs": [self._array_file(data) for data in item.inputs],

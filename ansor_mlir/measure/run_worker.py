@@ -137,10 +137,13 @@ def compare_modules(request: dict) -> dict:
     import iree.runtime as rt
 
     inputs = [np.load(path) for path in request["inputs"]]
-    # One device for all programs: a round's freshly placed inputs serve every program in it.
-    config = rt.Config(request["device"])
+    # One device per runtime device named (`devices`: one per program, else `device` for all): the programs
+    # of a device share its freshly placed inputs, round by round.
+    names = request.get("devices") or [request["device"]] * len(request["compare"])
+    configs = {name: rt.Config(name) for name in dict.fromkeys(names)}
     loaded, outputs = [], []
-    for path in request["compare"]:
+    for path, name in zip(request["compare"], names, strict=True):
+        config = configs[name]
         fn = load_function(config, path, request)
         result = fn(*[rt.asdevicearray(config.device, x) for x in inputs])
         results = result if isinstance(result, tuple) else (result,)
@@ -149,11 +152,11 @@ def compare_modules(request: dict) -> dict:
     wrong = [i for i, outs in enumerate(outputs) if i and not all(
         compare(out, ref)[0] for out, ref in zip(outs, outputs[0], strict=True))]
     samples: list[list[float]] = [[] for _ in loaded]
-    rotation = placements(config.device, inputs)
-    calls = [prepared_calls(fn, rotation) for fn in loaded]
+    rotations = {name: placements(config.device, inputs) for name, config in configs.items()}
+    calls = [prepared_calls(fn, rotations[name]) for fn, name in zip(loaded, names, strict=True)]
     for round_index in range(request["rounds"]):
         for i, program_calls in enumerate(calls):
-            call = program_calls[round_index % len(rotation)]
+            call = program_calls[round_index % len(program_calls)]
             times = []
             deadline = time.perf_counter() + request["min_round_s"]
             while not times or time.perf_counter() < deadline:

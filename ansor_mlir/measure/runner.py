@@ -62,6 +62,8 @@ class CompareInput:
     # Each round calls each program repeatedly for at least this long and keeps the round's median.
     min_round_s: float = 0.05
     timeout_s: float | None = None
+    # The runtime device of each program (`local-sync`, `local-task`); empty: the target's for all.
+    devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,10 @@ def test_tuning_with_two_threads_keeps_the_thread_count(tmp_path: Path):
     two = resolve_target(detect_host(threads=2))
     log = tmp_path / "log.jsonl"
     options = TuneOptions(trials=2, log=log, seed=0, policy="random", progress=False, batch_size=1)
-    api.tune(module, two, options=options)
+    result = api.tune(module, two, options=options)
+    # The tuned program was timed on both devices, and runs on the faster one (`tuning.device_choice`).
+    assert result.device_choice is not None and result.device_choice.check is not None
+    assert result.device in ("local-task", "local-sync")
     records = read_records(log)
     assert len(records) == 2 and all(r.ok for r in records), [r.result.message for r in records]
     assert {r.target for r in records} == {"llvm-cpu:host:t2"}

@@ -1,0 +1,91 @@
+"""The runtime device a tuned program runs fastest on: IREE's task system, or the calling thread alone.
+
+At `threads=N` a program is tuned on `local-task` with N workers. Every
+dispatch then goes through IREE's task system, which costs tens of
+microseconds per call on a small VM (waking the workers, the caller's wait):
+on the 2-core Zen 5 guest the tuned 256x256 norm took 5 us on `local-sync`
+and 49 us on `local-task`, the tuned 128^3 matmul 19 against 23 us. A
+program that small gains nothing from a second thread. So the tuned program
+is timed on both devices, alternately, and `local-sync` is chosen only when
+it wins beyond the noise (`verification.judge`), what PyTorch does when an
+op is below its grain size (it runs it inline). The vmfb is the same on both
+devices: the choice is a runtime flag (`--device=local-sync`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ansor_mlir.core.target import Target
+from ansor_mlir.database.records import ProgramCheck
+from ansor_mlir.frontend.entry_point import entry_point
+from ansor_mlir.measure.builder import Builder, ProgramBuildInput
+from ansor_mlir.measure.inputs import encode_array, make_arrays
+from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
+from ansor_mlir.tuning.verification import (
+    CHECK_BUDGET_S,
+    MIN_ROUND_S,
+    MIN_ROUNDS,
+    PROGRAM_COMPILE_TIMEOUT_S,
+    REFERENCE_TIMEOUT_S,
+    UserProgram,
+    judge,
+)
+
+ONE_THREAD = "local-sync"
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """The device the program runs on, and the alternated timing that chose it (None: nothing was timed)."""
+
+    device: str
+    threaded: str
+    check: ProgramCheck | None = None
+    reason: str = ""
+
+    def note(self, name: str, threads: int) -> str:
+        """One line for the user: which device, by how much, and the flag that selects it."""
+        if self.check is None:
+            return f"{name}: runs on {self.device} ({self.reason})"
+        times = (f"{self.check.tuned_s * 1e6:.1f} us on {ONE_THREAD} against {self.check.default_s * 1e6:.1f} us "
+                 f"on {self.threaded} with {threads} workers")
+        if self.device == ONE_THREAD:
+            return (f"{name}: the tuned program runs faster on one thread: {times}; run it with "
+                    f"--device={ONE_THREAD} (`TuneResult.device`, `ansor_mlir.compile(..., device=...)`)")
+        return f"{name}: the tuned program stays on {self.threaded}: {times}"
+
+
+def alternatives(target: Target) -> tuple[str, ...]:
+    """The devices worth comparing: the target's threaded device and one thread, for a CPU with threads > 1."""
+    if target.gpu is not None or target.threads <= 1 or not target.runs_here:
+        return ()
+    return (target.runtime_device(), ONE_THREAD)
+
+
+def choose_device(target: Target, builder: Builder, runner: Runner, program: UserProgram, spec: str | None,
+                  seed: int = 0, rounds: int = 15) -> DeviceChoice:
+    """Build `program` with `spec` (the log's best, as `ansor_mlir.compile` builds it) and time it on the
+    target's threaded device and on one thread, alternately; keep one thread only when it wins."""
+    threaded = target.runtime_device()
+    if not alternatives(target):
+        return DeviceChoice(threaded, threaded, reason="one thread, a GPU or another machine: nothing to choose")
+    entry = entry_point(program.text, program.name)
+    inputs = tuple(encode_array(a) for a in make_arrays(entry.input_types, f"{program.name}:{seed}"))
+    (built,) = builder.build([ProgramBuildInput(program.text, entry.name, spec, PROGRAM_COMPILE_TIMEOUT_S)])
+    if not built.ok or built.program is None:
+        return DeviceChoice(threaded, threaded, reason=f"the tuned program did not build: {built.message}")
+    tuned = replace(built.program, parameters=program.parameters, parameter_scope=program.parameter_scope)
+    first = runner.submit(RunInput(tuned, inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
+    if not first.measured.ok:
+        return DeviceChoice(threaded, threaded, reason=f"the tuned program did not run: {first.measured.message}")
+    per_round = 2 * max(MIN_ROUND_S, first.measured.median_s)
+    rounds = max(MIN_ROUNDS, min(rounds, int(CHECK_BUDGET_S / per_round)))
+    compared = runner.submit_compare(CompareInput((tuned, tuned), inputs, rounds, MIN_ROUND_S,
+                                                  60.0 + 4.0 * rounds * per_round, (threaded, ONE_THREAD))).result()
+    if not compared.ok:
+        return DeviceChoice(threaded, threaded, reason=f"timing both devices failed: {compared.message}")
+    if compared.wrong:
+        return DeviceChoice(threaded, threaded, reason=f"the program's output on {ONE_THREAD} differs")
+    check = judge(compared.samples[0], compared.samples[1])
+    return DeviceChoice(ONE_THREAD if check.accepted else threaded, threaded, check)

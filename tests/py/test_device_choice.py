@@ -1,0 +1,72 @@
+"""At threads > 1 the tuned program runs on the device it ran fastest on: IREE's task system or one thread."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import matmul_bias_relu
+
+from ansor_mlir import api
+from ansor_mlir.core.target import Target, detect_host, parse_target
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.entry_point import entry_point
+from ansor_mlir.frontend.target_resolution import resolve_target
+from ansor_mlir.measure.builder import ProgramBuildInput
+from ansor_mlir.measure.inputs import encode_array, make_arrays
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.measure.runner import CompareInput
+from ansor_mlir.tuning.device_choice import ONE_THREAD, alternatives, choose_device
+from ansor_mlir.tuning.verification import MIN_ROUNDS, UserProgram
+
+
+@pytest.fixture(scope="module")
+def two_threads() -> Target:
+    return resolve_target(detect_host(threads=2))
+
+
+def test_only_a_threaded_cpu_target_has_a_choice(two_threads: Target):
+    assert alternatives(two_threads) == ("local-task", ONE_THREAD)
+    assert alternatives(resolve_target(detect_host(threads=1))) == ()
+    assert alternatives(resolve_target(parse_target("cuda:sm_80"))) == ()
+
+
+def test_compare_times_each_program_on_its_own_device(two_threads: Target):
+    module = matmul_bias_relu(16, 16, 16)
+    entry = entry_point(module, "mm")
+    inputs = tuple(encode_array(a) for a in make_arrays(entry.input_types, "mm:0"))
+    builder, runner = LocalBuilder(two_threads), LocalRunner(two_threads)
+    try:
+        (built,) = builder.build([ProgramBuildInput(module, entry.name)])
+        compared = runner.submit_compare(CompareInput((built.program, built.program), inputs, rounds=3,
+                                                      min_round_s=0.01, devices=alternatives(two_threads))).result()
+    finally:
+        builder.close()
+        runner.close()
+    assert compared.ok and not compared.wrong, compared.message
+    assert [len(s) for s in compared.samples] == [3, 3]
+
+
+def test_a_tiny_program_runs_on_one_thread(two_threads: Target):
+    """A 16x16 matmul is far below what a second thread pays for: IREE's task system costs more than it."""
+    builder, runner = LocalBuilder(two_threads), LocalRunner(two_threads)
+    try:
+        choice = choose_device(two_threads, builder, runner, UserProgram(matmul_bias_relu(16, 16, 16), "mm"), None)
+    finally:
+        builder.close()
+        runner.close()
+    assert choice.check is not None and choice.check.rounds >= MIN_ROUNDS
+    assert choice.device == ONE_THREAD, choice.check
+    assert choice.check.tuned_s < choice.check.default_s
+    assert f"--device={ONE_THREAD}" in choice.note("mm", 2)
+
+
+def test_compile_runs_on_the_device_asked_for(two_threads: Target):
+    module = matmul_bias_relu(16, 16, 16)
+    a, b, bias = (np.ones(s, np.float32) for s in ((16, 16), (16, 16), (16,)))
+    model = api.compile(module, two_threads, device=ONE_THREAD)
+    assert model.device == ONE_THREAD
+    np.testing.assert_allclose(model(a, b, bias), np.maximum(a @ b + bias, 0))
+    assert api.compile(module, two_threads).device == "local-task"
+    with pytest.raises(AnsorError, match=r"compile: invalid device='local-gpu': expected local-task or local-sync"):
+        api.compile(module, two_threads, device="local-gpu")
