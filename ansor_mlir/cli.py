@@ -321,9 +321,11 @@ def compile_model(args: argparse.Namespace) -> str:
     target = api.resolve_target(parse_target(args.target, threads=args.threads, cpu=args.cpu))
     log = Path(args.log) if args.log else Path(args.output).with_suffix(".jsonl")
     tune = args.trials is not None or args.trials_per_task is not None
+    device = target.runtime_device()
     if tune:
-        api.tune(source, target, trials=args.trials or 0, log=log, seed=args.seed, cluster=args.cluster,
-                 trials_per_task=args.trials_per_task, task_scheduler=args.task_scheduler, rewrites=args.rewrites)
+        device = api.tune(source, target, trials=args.trials or 0, log=log, seed=args.seed, cluster=args.cluster,
+                          trials_per_task=args.trials_per_task, task_scheduler=args.task_scheduler,
+                          rewrites=args.rewrites).device
     tuned = tune or args.log is not None or log.exists()
     program = api.compile(source, target, log if tuned else None, embed_parameters=args.params_out is None,
                           rewrites=args.rewrites)
@@ -333,7 +335,8 @@ def compile_model(args: argparse.Namespace) -> str:
     if args.params_out and source.parameters:
         source.write_parameters(Path(args.params_out))
         where = f", weights in {args.params_out} (--parameters=model={args.params_out})"
-    return f"wrote {args.output}: function {program.function}, {how}{where}"
+    run = f"; it ran fastest with --device={device}" if device != target.runtime_device() else ""
+    return f"wrote {args.output}: function {program.function}, {how}{where}{run}"
 
 
 def compile_main(argv: list[str] | None = None) -> int:

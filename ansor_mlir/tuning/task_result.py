@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record
+
+# A task whose candidates failed this many times in a row, all the same way, and never once succeeded, is
+# stuck: a bug of its sketches (a builder error every candidate hits), not bad luck of the sampling.
+STUCK_STREAK = 8
 
 
 @dataclass
@@ -31,6 +36,16 @@ class TaskResult:
     # The best time after each trial, in the order measured (inf before the first success): what the
     # task scheduler reads, and what a resumed run rebuilds from the log.
     best_history: list[float] = field(default_factory=list)
+    # Candidates (IREE's default aside) that ran correctly, and the run of the latest failures that share
+    # one error (`failure_signature`).
+    successes: int = 0
+    streak: int = 0
+    streak_error: str = ""
+
+    @property
+    def stuck(self) -> bool:
+        """Every candidate so far failed, the last `STUCK_STREAK` of them the same way."""
+        return self.successes == 0 and self.streak >= STUCK_STREAK
 
     @property
     def speedup(self) -> float | None:
@@ -48,7 +63,24 @@ class TaskResult:
         elif self.best_record is None or record.result.beats(self.best_record.result):
             self.best_s = record.result.median_s
             self.best_record = record
+        if not record.is_default:
+            self._count_streak(record)
         self.best_history.append(self.best_s if self.best_s is not None else math.inf)
+
+    def _count_streak(self, record: Record) -> None:
+        if record.ok:
+            self.successes += 1
+            self.streak, self.streak_error = 0, ""
+            return
+        error = failure_signature(record)
+        self.streak = self.streak + 1 if error == self.streak_error else 1
+        self.streak_error = error
+
+
+def failure_signature(record: Record) -> str:
+    """A failure's kind and first message line, numbers masked: the same bug at other tile sizes is one error."""
+    line = record.result.message.strip().splitlines()[0] if record.result.message.strip() else ""
+    return f"{record.result.error.value}: {re.sub(r'[0-9]+', 'N', line)[:200]}"
 
 
 def estimated_latency(results: Sequence[TaskResult]) -> float | None:

@@ -362,6 +362,9 @@ class Tuner:
             claimed = {s.task.key: {c.identity for c in claims
                                     if c.target == self.claim_target and c.task_key == s.task.key}
                        for s in sessions}
+            for index in (i for i, r in enumerate(results) if r.stuck and i not in exhausted):
+                exhausted.add(index)
+                self._note_stuck(results[index])
             used = [s.result.trials + len(claimed[s.task.key]) for s in sessions]
             left = [0 if i in exhausted else n for i, n in enumerate(budget.left(used))]
             for index in (i for i, n in enumerate(left) if n == 0 and i not in done):
@@ -391,6 +394,14 @@ class Tuner:
                 left_in_run = budget.remaining([s.result.trials for s in sessions])
                 for callback in self.callbacks:
                     callback.on_round(results, index, left_in_run)
+
+    def _note_stuck(self, result: TaskResult) -> None:
+        """Say why a task stops early: every candidate failed the same way, which no more trials will fix."""
+        for callback in self.callbacks:
+            callback.on_note(
+                f"task {result.task.name}: stopped after {result.trials} trials: every candidate failed, the last "
+                f"{result.streak} the same way ({result.streak_error}); it keeps IREE's default. This is a bug of "
+                f"ansor-mlir's sketches for this task: please report it with the log ({self.log.path})")
 
     def _measured(self, results: list[TaskResult], index: int, records: list[Record]) -> None:
         for callback in self.callbacks:

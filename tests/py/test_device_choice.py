@@ -7,6 +7,7 @@ import pytest
 from conftest import matmul_bias_relu
 
 from ansor_mlir import api
+from ansor_mlir.cli import compile_main
 from ansor_mlir.core.target import Target, detect_host, parse_target
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.entry_point import entry_point
@@ -70,3 +71,11 @@ def test_compile_runs_on_the_device_asked_for(two_threads: Target):
     assert api.compile(module, two_threads).device == "local-task"
     with pytest.raises(AnsorError, match=r"compile: invalid device='local-gpu': expected local-task or local-sync"):
         api.compile(module, two_threads, device="local-gpu")
+
+
+def test_ansor_compile_says_to_run_a_tiny_program_on_one_thread(tmp_path, capsys):
+    source, out = tmp_path / "mm.mlir", tmp_path / "mm.vmfb"
+    source.write_text(matmul_bias_relu(16, 16, 16))
+    assert compile_main([str(source), "-o", str(out), "--threads", "2", "--trials-per-task", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "runs faster on one thread" in err and err.rstrip().endswith(f"it ran fastest with --device={ONE_THREAD}")
