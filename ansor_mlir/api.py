@@ -267,7 +267,7 @@ class TuneResult:
     module: str
     tasks: list[TaskResult]
     log: Path
-    device: str = "local-sync"
+    device: str
     device_choice: DeviceChoice | None = None
 
 
@@ -344,7 +344,7 @@ def tune(
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
     if opts.trials == 0 and opts.trials_per_task is None:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
-        return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), [], opts.log)
+        return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), [], opts.log, tgt.runtime_device())
     results = tuner.tune_module(text, name, program.parameters, program.parameter_scope)
     choice = _choose_device(program, tgt, opts, callbacks) if opts.cluster is None else None
     return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), results, opts.log,
@@ -379,7 +379,8 @@ def _tune_emulated(text: str, name: str, target: Target, options: TuneOptions,
                          "or pick by the cost model alone (trials=0, unverified), or measure on the real machine "
                          "(ansor-measure export)")
     tune_by_model(text, name, target, options, runtime, [ConsoleProgress(progress=False), *callbacks])
-    return TuneResult(apply_best(text, options.log, target, name, NO_REWRITES), [], options.log)
+    return TuneResult(apply_best(text, options.log, target, name, NO_REWRITES), [], options.log,
+                      target.runtime_device())
 
 
 def _best_for_target(log: str | Path, target: Target) -> dict[str, Record]:
