@@ -60,6 +60,7 @@ def main() -> int:
     entry = entry_point(text, str(source))
     func = entry.name
     target = resolve_target(detect_host())
+    Path(args.log).parent.mkdir(parents=True, exist_ok=True)  # runs/ is not in a fresh clone
     try:
         tuned = api.tune(source, target, trials=args.trials, log=args.log, seed=args.seed, cluster=args.cluster)
         with tempfile.TemporaryDirectory() as tmp:
