@@ -24,12 +24,11 @@ from ansor_mlir.measure.builder import Builder, ProgramBuildInput
 from ansor_mlir.measure.inputs import encode_array, make_arrays
 from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
 from ansor_mlir.tuning.verification import (
-    CHECK_BUDGET_S,
     MIN_ROUND_S,
-    MIN_ROUNDS,
     PROGRAM_COMPILE_TIMEOUT_S,
     REFERENCE_TIMEOUT_S,
     UserProgram,
+    compare_budget,
     judge,
 )
 
@@ -84,10 +83,9 @@ def choose_device(target: Target, builder: Builder, runner: Runner, program: Use
     first = runner.submit(RunInput(tuned, inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
     if not first.measured.ok:
         return DeviceChoice(threaded, threaded, reason=f"the tuned program did not run: {first.measured.message}")
-    per_round = 2 * max(MIN_ROUND_S, first.measured.median_s)
-    rounds = max(MIN_ROUNDS, min(rounds, int(CHECK_BUDGET_S / per_round)))
-    compared = runner.submit_compare(CompareInput((tuned, tuned), inputs, rounds, MIN_ROUND_S,
-                                                  60.0 + 4.0 * rounds * per_round, (threaded, ONE_THREAD))).result()
+    rounds, limit = compare_budget(first.measured.median_s, 2, rounds)
+    compared = runner.submit_compare(CompareInput((tuned, tuned), inputs, rounds, MIN_ROUND_S, limit,
+                                                  (threaded, ONE_THREAD))).result()
     if not compared.ok:
         return DeviceChoice(threaded, threaded, reason=f"timing both devices failed: {compared.message}")
     if compared.wrong:

@@ -69,6 +69,15 @@ def judge(default_s: Sequence[float], tuned_s: Sequence[float], min_gain: float 
                         accepted, reason)
 
 
+def compare_budget(program_s: float, programs: int, rounds: int) -> tuple[int, float]:
+    """Rounds and a time limit for timing `programs` programs of about `program_s` each alternately: fewer rounds
+    for a slow program (`CHECK_BUDGET_S`), never fewer than `MIN_ROUNDS`; the limit allows for a program several
+    times slower than the first."""
+    per_round = programs * max(MIN_ROUND_S, program_s)
+    rounds = max(MIN_ROUNDS, min(rounds, int(CHECK_BUDGET_S / per_round)))
+    return rounds, 60.0 + 4.0 * rounds * per_round
+
+
 def to_verify(records: list[Record], result: TaskResult, target: Target, count: int) -> list[Record]:
     """The task's `count` fastest correct non-default candidates that the program has not yet checked."""
     key = result.task.key
@@ -149,10 +158,7 @@ class ProgramVerifier:
             programs = (default, *(p for _, p in built))
             rounds, limit = self.rounds, None
             if program_s is not None:
-                per_round = len(programs) * max(MIN_ROUND_S, program_s)
-                rounds = max(MIN_ROUNDS, min(self.rounds, int(CHECK_BUDGET_S / per_round)))
-                # A candidate may be several times slower than the default: allow for it.
-                limit = 60.0 + 4.0 * rounds * per_round
+                rounds, limit = compare_budget(program_s, len(programs), self.rounds)
             compared = self.runner.submit_compare(
                 CompareInput(programs, inputs, rounds=rounds, min_round_s=MIN_ROUND_S, timeout_s=limit)).result()
             for i, (record, _) in enumerate(built, start=1):
