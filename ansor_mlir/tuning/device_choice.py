@@ -19,9 +19,7 @@ from dataclasses import dataclass, replace
 
 from ansor_mlir.core.target import Target
 from ansor_mlir.database.records import ProgramCheck
-from ansor_mlir.frontend.entry_point import entry_point
 from ansor_mlir.measure.builder import Builder, ProgramBuildInput
-from ansor_mlir.measure.inputs import encode_array, make_arrays
 from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
 from ansor_mlir.tuning.verification import (
     MIN_ROUND_S,
@@ -30,6 +28,7 @@ from ansor_mlir.tuning.verification import (
     UserProgram,
     compare_budget,
     judge,
+    program_inputs,
 )
 
 ONE_THREAD = "local-sync"
@@ -74,8 +73,7 @@ def choose_device(target: Target, builder: Builder, runner: Runner, program: Use
     threaded = target.runtime_device()
     if not alternatives(target):
         return DeviceChoice(threaded, threaded, reason="one thread, a GPU or another machine: nothing to choose")
-    entry = entry_point(program.text, program.name)
-    inputs = tuple(encode_array(a) for a in make_arrays(entry.input_types, f"{program.name}:{seed}"))
+    entry, inputs = program_inputs(program.text, program.name, seed)
     (built,) = builder.build([ProgramBuildInput(program.text, entry.name, spec, PROGRAM_COMPILE_TIMEOUT_S)])
     if not built.ok or built.program is None:
         return DeviceChoice(threaded, threaded, reason=f"the tuned program did not build: {built.message}")

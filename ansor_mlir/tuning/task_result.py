@@ -79,7 +79,8 @@ class TaskResult:
 
 def failure_signature(record: Record) -> str:
     """A failure's kind and first message line, numbers masked: the same bug at other tile sizes is one error."""
-    line = record.result.message.strip().splitlines()[0] if record.result.message.strip() else ""
+    lines = record.result.message.strip().splitlines()
+    line = lines[0] if lines else ""
     return f"{record.result.error.value}: {re.sub(r'[0-9]+', 'N', line)[:200]}"
 
 

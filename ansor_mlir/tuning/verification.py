@@ -33,7 +33,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import ProgramCheck, Record, best_records, for_target, now
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.frontend.entry_point import entry_point
+from ansor_mlir.frontend.entry_point import EntryPoint, entry_point
 from ansor_mlir.measure.builder import Builder, BuildResult, BuiltProgram, ProgramBuildInput
 from ansor_mlir.measure.inputs import encode_array, make_arrays
 from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
@@ -76,6 +76,12 @@ def compare_budget(program_s: float, programs: int, rounds: int) -> tuple[int, f
     per_round = programs * max(MIN_ROUND_S, program_s)
     rounds = max(MIN_ROUNDS, min(rounds, int(CHECK_BUDGET_S / per_round)))
     return rounds, 60.0 + 4.0 * rounds * per_round
+
+
+def program_inputs(text: str, what: str, seed: int) -> tuple[EntryPoint, tuple[bytes, ...]]:
+    """The program's entry point and the seeded inputs every whole-program timing of it uses."""
+    entry = entry_point(text, what)
+    return entry, tuple(encode_array(a) for a in make_arrays(entry.input_types, f"{what}:{seed}"))
 
 
 def to_verify(records: list[Record], result: TaskResult, target: Target, count: int) -> list[Record]:
@@ -126,8 +132,7 @@ class ProgramVerifier:
         work = {id(r): to_verify(records, r, self.target, self.count) for r in results}
         if not any(work.values()):
             return []
-        entry = entry_point(text, what)
-        inputs = tuple(encode_array(a) for a in make_arrays(entry.input_types, f"{what}:{self.seed}"))
+        entry, inputs = program_inputs(text, what, self.seed)
         (default,) = self.builder.build([ProgramBuildInput(text, entry.name, timeout_s=PROGRAM_COMPILE_TIMEOUT_S)])
         if not default.ok or default.program is None:
             return []
