@@ -20,6 +20,7 @@ from ansor_mlir.core.schedule import Family, MicroKernel, micro_kernel_shape
 from ansor_mlir.core.target import Target
 from ansor_mlir.space.dag import Dag, operands_along, output_dims, unit_register_dims, vector_loop
 from ansor_mlir.space.decisions import FUSION, MAX_K_UNROLL
+from ansor_mlir.space.limits import limits
 from ansor_mlir.space.resolve import Resolved
 
 # The register tile's vectors of B in one row (nr / lanes): wider rows leave too few rows for reuse of B.
@@ -102,6 +103,9 @@ def register_shapes(
     """
     lanes = target.vector_lanes(element_bytes)
     registers = target.vector_registers
+    # The accumulator budget annotation checks (`limits`): a shape beyond it would be offered and never valid
+    # (14x8 on AVX2 holds 14 of 16 ymm; where it was allowed it spilled 13 accumulators in some tilings).
+    accumulator_bytes = limits(target).accumulator_bytes
     shapes = []
     for vectors in range(1, MAX_ROW_VECTORS + 1):
         nr = vectors * lanes
@@ -109,6 +113,7 @@ def register_shapes(
             continue
         fitting = [mr for mr in range(1, rows_extent + 1)
                    if 2 * mr * vectors >= registers and mr * vectors + vectors + BROADCAST_REGISTERS <= registers
+                   and mr * nr * element_bytes <= accumulator_bytes
                    and (k_unroll == 1 or not tight(mr, vectors, target))]
         shapes += [f"{mr}x{nr}" for mr in fitting if rows_extent % mr == 0]
         spare = [mr for mr in fitting if (mr * vectors + vectors + BROADCAST_REGISTERS) < registers]

@@ -54,3 +54,12 @@ def test_spills_and_gathers_are_found_and_indexed_stack_buffers_are_data():
     assert loop.vector_loads == 3  # (%rdx), the reload, and a panel walked with an index register
     assert not loop.is_micro_kernel
     assert hot_loop("\tretq\n") is None
+
+
+def test_library_code_linked_beside_the_dispatch_is_not_the_hot_loop():
+    """IREE links libm into the executable: its loops (more FMAs than a 2x32 AVX2 kernel) are not the kernel."""
+    library = "log:\n" + SPILLING.replace("vfmadd231ps\t%zmm0, %zmm5, %zmm1", "vfmadd231ps\t%zmm0, %zmm5, %zmm1\n" * 5)
+    dispatch = CLEAN.replace("kernel:", "mm_dispatch_0_matmul_128x128x128_f32:")
+    assert hot_loop(library).fmas == 5
+    loop = hot_loop(dispatch + library)
+    assert loop.label == ".LBB0_2" and loop.is_micro_kernel
