@@ -66,6 +66,7 @@ from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
 from ansor_mlir.tuning.device_choice import DeviceChoice, alternatives, choose_device
 from ansor_mlir.tuning.progress import ConsoleProgress
+from ansor_mlir.tuning.rewrite_check import RewriteCheck, check_rewrites
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner
 from ansor_mlir.tuning.verification import UserProgram
@@ -269,6 +270,9 @@ class TuneResult:
     log: Path
     device: str
     device_choice: DeviceChoice | None = None
+    # Whether the program rewrites paid off (`tuning.rewrite_check`); None when none applied. When they did not,
+    # `module` is the program as given, which IREE builds with its defaults.
+    rewrite_check: RewriteCheck | None = None
 
 
 
@@ -326,11 +330,11 @@ def tune(
         opts = dataclasses.replace(opts, cluster=cluster)
     elif opts.cluster is not None:
         check_option("tune", "options.cluster", opts.cluster, option_name="cluster")
-    program = read_program(module, name)
-    name = program.name
-    changed = rewritten("tune", program.text, name, rewrites)
+    given = read_program(module, name)
+    name = given.name
+    changed = rewritten("tune", given.text, name, rewrites)
     text = changed.text
-    program = dataclasses.replace(program, text=text)
+    program = dataclasses.replace(given, text=text)
     opts = dataclasses.replace(opts, rewrites=changed.names)
     if changed.applied:
         for callback in (ConsoleProgress(progress=opts.progress), *callbacks):
@@ -346,22 +350,44 @@ def tune(
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), [], opts.log, tgt.runtime_device())
     results = tuner.tune_module(text, name, program.parameters, program.parameter_scope)
-    choice = _choose_device(program, tgt, opts, callbacks) if opts.cluster is None else None
-    return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), results, opts.log,
-                      choice.device if choice else tgt.runtime_device(), choice)
+    kept = _check_rewrites(given, program, tgt, opts, callbacks) if changed.applied and opts.cluster is None else None
+    if kept is not None and not kept.kept:  # the program as given, as IREE builds it (`tuning.rewrite_check`)
+        program, module_text = given, given.text
+    else:
+        module_text = apply_best(text, opts.log, tgt, name, NO_REWRITES)
+    choice = _choose_device(program, tgt, opts, callbacks, kept is None or kept.kept) if opts.cluster is None else None
+    return TuneResult(module_text, results, opts.log, choice.device if choice else tgt.runtime_device(), choice,
+                      kept)
+
+
+def _check_rewrites(given: UserProgram, program: UserProgram, target: Target, options: TuneOptions,
+                    callbacks: Sequence[TuningCallback]) -> RewriteCheck:
+    """Time the tuned rewritten program against IREE's default of the program as given; the user hears which
+    is kept (`tuning.rewrite_check`)."""
+    builder = LocalBuilder(target, workers=options.build_workers, timeout_s=options.compile_timeout_s)
+    runner = LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
+    try:
+        kept = check_rewrites(builder, runner, given, program,
+                              tuning_spec(program.text, program.name, options.log, target), options.seed)
+    finally:
+        builder.close()
+        runner.close()
+    for callback in (ConsoleProgress(progress=options.progress), *callbacks):
+        callback.on_note(kept.note(program.name, "+".join(options.rewrites)))
+    return kept
 
 
 def _choose_device(program: UserProgram, target: Target, options: TuneOptions,
-                   callbacks: Sequence[TuningCallback]) -> DeviceChoice | None:
-    """At threads > 1, time the tuned program (built as `compile` builds it) on IREE's task system and on one
-    thread; the user hears which is faster and by how much."""
+                   callbacks: Sequence[TuningCallback], tuned: bool = True) -> DeviceChoice | None:
+    """At threads > 1, time the tuned program (built as `compile` builds it; with `tuned` False, as IREE builds
+    it) on IREE's task system and on one thread; the user hears which is faster and by how much."""
     if not alternatives(target):
         return None
     builder = LocalBuilder(target, workers=options.build_workers, timeout_s=options.compile_timeout_s)
     runner = LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
     try:
-        choice = choose_device(target, builder, runner, program,
-                               tuning_spec(program.text, program.name, options.log, target), options.seed)
+        spec = tuning_spec(program.text, program.name, options.log, target) if tuned else None
+        choice = choose_device(target, builder, runner, program, spec, options.seed)
     finally:
         builder.close()
         runner.close()

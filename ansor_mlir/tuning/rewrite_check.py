@@ -1,0 +1,91 @@
+"""Whether the program rewrites paid off: the tuned rewritten program against IREE's default of the program as given.
+
+Every task's candidates are checked against IREE's default build of the
+*rewritten* program (`verification`), so a rewrite that makes IREE's own
+build slower is never caught there: on a Zen 3 (AVX2) host pad-fusion made
+IREE's default of a depthwise conv 800 us where the program as given took
+495 us; tuning won 2.2x over the fused default and the tuned program still
+ran 0.94x of the program as given. So after tuning, when a rewrite applied,
+the tuned program (built as `ansor_mlir.compile` builds it) and IREE's
+default of the program as given are timed alternately; the rewrite is
+dropped, and the program as given kept with IREE's default, only when that
+wins beyond the noise (`verification.judge`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ansor_mlir.database.records import ProgramCheck
+from ansor_mlir.measure.builder import Builder, BuiltProgram, ProgramBuildInput
+from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
+from ansor_mlir.tuning.verification import (
+    MIN_ROUND_S,
+    PROGRAM_COMPILE_TIMEOUT_S,
+    REFERENCE_TIMEOUT_S,
+    UserProgram,
+    compare_budget,
+    judge,
+    program_inputs,
+)
+
+# The program as given must win by this much to undo the rewrites (and the tuning of the tasks they made).
+MIN_LOSS = 0.02
+
+
+@dataclass(frozen=True)
+class RewriteCheck:
+    """Whether the tuned rewritten program is kept, and the alternated timing that decided it (None: not timed;
+    the rewrites stay)."""
+
+    kept: bool
+    check: ProgramCheck | None = None
+    reason: str = ""
+
+    def note(self, name: str, rewrites: str) -> str:
+        """One line for the user: what was compared, and what the tuned module is."""
+        if self.check is None:
+            return f"{name}: rewrites {rewrites} kept without a check ({self.reason})"
+        times = (f"{self.check.tuned_s * 1e6:.1f} us tuned with rewrites {rewrites}, "
+                 f"{self.check.default_s * 1e6:.1f} us for IREE's default of the program as given")
+        if self.kept:
+            return f"{name}: the rewritten, tuned program is kept: {times}"
+        return (f"{name}: the rewritten, tuned program lost to IREE's default of the program as given ({times}); "
+                "the tuned module is the program as given, built as IREE builds it: "
+                "tune it with rewrites=none for a tuned program without the rewrites")
+
+
+def decide(given_s: tuple[float, ...], tuned_s: tuple[float, ...]) -> RewriteCheck:
+    """Keep the rewrites unless the program as given wins beyond the noise (paired rounds, `judge`)."""
+    lost = judge(tuned_s, given_s, MIN_LOSS)
+    check = judge(given_s, tuned_s, 0.0)
+    return RewriteCheck(kept=not lost.accepted, check=check,
+                        reason="" if not lost.accepted else "the program as given ran faster")
+
+
+def check_rewrites(builder: Builder, runner: Runner, given: UserProgram, rewritten: UserProgram, spec: str | None,
+                   seed: int = 0, rounds: int = 15) -> RewriteCheck:
+    """Build the program as given (IREE's default) and the rewritten one with `spec` (the log's best), time them
+    alternately on the same inputs, and keep the rewrites unless the program as given wins."""
+    entry, inputs = program_inputs(given.text, given.name, seed)
+    builds = builder.build([ProgramBuildInput(given.text, entry.name, None, PROGRAM_COMPILE_TIMEOUT_S),
+                            ProgramBuildInput(rewritten.text, entry.name, spec, PROGRAM_COMPILE_TIMEOUT_S)])
+    for what, built in zip(("the program as given", "the tuned program"), builds, strict=True):
+        if not built.ok or built.program is None:
+            return RewriteCheck(kept=True, reason=f"{what} did not build: {built.message}")
+    programs = tuple(_with_weights(b.program, p) for b, p in zip(builds, (given, rewritten), strict=True))
+    first = runner.submit(RunInput(programs[1], inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
+    if not first.measured.ok:
+        return RewriteCheck(kept=True, reason=f"the tuned program did not run: {first.measured.message}")
+    rounds, limit = compare_budget(first.measured.median_s, 2, rounds)
+    compared = runner.submit_compare(CompareInput(programs, inputs, rounds, MIN_ROUND_S, limit)).result()
+    if not compared.ok:
+        return RewriteCheck(kept=True, reason=f"timing both programs failed: {compared.message}")
+    if compared.wrong:
+        return RewriteCheck(kept=True, reason="the two programs' outputs differ")
+    return decide(compared.samples[0], compared.samples[1])
+
+
+def _with_weights(program: BuiltProgram | None, source: UserProgram) -> BuiltProgram:
+    assert program is not None
+    return replace(program, parameters=source.parameters, parameter_scope=source.parameter_scope)
