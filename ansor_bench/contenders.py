@@ -194,6 +194,11 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
                        for r in result.tasks)
     # At threads > 1 the tuned program runs on the device it ran fastest on (`tuning.device_choice`).
     device = "" if result.device == settings.target.runtime_device() else f"; runs on {result.device}"
+    # A rewritten program that lost to the program as given is dropped (`tuning.rewrite_check`).
+    check = result.rewrite_check
+    if check is not None and not check.kept and check.check is not None:
+        device += (f"; rewrites dropped: the program as given ran {check.check.default_s * 1e3:.3f} ms against "
+                   f"{check.check.tuned_s * 1e3:.3f} ms tuned with them, so IREE's default of it is timed")
     return _iree_prepared(vmfb, workload, inputs, settings, time.perf_counter() - start, result.device,
                           curve=curve, trials=sum(r.trials for r in result.tasks),
                           note=f"{tasks} task{'s' * (tasks != 1)} tuned, {settings.trials} trials each; {checks}"
