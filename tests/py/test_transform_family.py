@@ -69,10 +69,15 @@ def test_batch1_conv_is_tuned_by_the_transform_family_and_applies(tmp_path, targ
     w = rng.uniform(-1, 1, (3, 3, 8, 16)).astype(np.float32)
     (got,) = run_once(out, "conv", [x, w])
     np.testing.assert_allclose(got, conv_reference(x, w), rtol=1e-4, atol=1e-4)
-    if result.tasks[0].best_record.candidate.sketch_index:
+    # The whole-program check may reject the task's fastest candidate; the module carries what it applied.
+    (task_result,) = result.tasks
+    applied = task_result.applied_record or task_result.best_record
+    library = api.emit_transform_library(CONV, log, target)
+    if applied.candidate.sketch_index:
         assert "transform_dialect_codegen" in result.module
-        library = api.emit_transform_library(CONV, log, target)
         assert "@__kernel_config" in library and "ansor_strategy_" in library
+    else:
+        assert "transform_dialect_codegen" not in result.module and "ansor_strategy_" not in library
 
 
 def test_version1_records_still_read(tmp_path):
