@@ -350,50 +350,45 @@ def tune(
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), [], opts.log, tgt.runtime_device())
     results = tuner.tune_module(text, name, program.parameters, program.parameter_scope)
-    kept = _check_rewrites(given, program, tgt, opts, callbacks) if changed.applied and opts.cluster is None else None
+    kept, choice = (None, None) if opts.cluster else _program_choices(given, program, changed.applied, tgt, opts,
+                                                                        callbacks)
     if kept is not None and not kept.kept:  # the program as given, as IREE builds it (`tuning.rewrite_check`)
-        program, module_text = given, given.text
+        module_text = given.text
     else:
         module_text = apply_best(text, opts.log, tgt, name, NO_REWRITES)
-    choice = _choose_device(program, tgt, opts, callbacks, kept is None or kept.kept) if opts.cluster is None else None
     return TuneResult(module_text, results, opts.log, choice.device if choice else tgt.runtime_device(), choice,
                       kept)
 
 
-def _check_rewrites(given: UserProgram, program: UserProgram, target: Target, options: TuneOptions,
-                    callbacks: Sequence[TuningCallback]) -> RewriteCheck:
-    """Time the tuned rewritten program against IREE's default of the program as given; the user hears which
-    is kept (`tuning.rewrite_check`)."""
+def _program_choices(given: UserProgram, program: UserProgram, rewritten: bool, target: Target,
+                     options: TuneOptions, callbacks: Sequence[TuningCallback],
+                     ) -> tuple[RewriteCheck | None, DeviceChoice | None]:
+    """The program-level choices after tuning, each timed alternately with one builder and runner and the log's
+    tuning spec: with `rewritten`, whether the tuned rewritten program beats IREE's default of the program as
+    given (`tuning.rewrite_check`); at threads > 1, on which device the kept program runs fastest
+    (`tuning.device_choice`). The user hears each choice and by how much."""
+    if not rewritten and not alternatives(target):
+        return None, None
     builder = LocalBuilder(target, workers=options.build_workers, timeout_s=options.compile_timeout_s)
     runner = LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
+    listeners = (ConsoleProgress(progress=options.progress), *callbacks)
+    kept = choice = None
     try:
-        kept = check_rewrites(builder, runner, given, program,
-                              tuning_spec(program.text, program.name, options.log, target), options.seed)
+        spec = tuning_spec(program.text, program.name, options.log, target)
+        if rewritten:
+            kept = check_rewrites(builder, runner, given, program, spec, options.seed)
+            for callback in listeners:
+                callback.on_note(kept.note(program.name, "+".join(options.rewrites)))
+            if not kept.kept:
+                program, spec = given, None
+        if alternatives(target):
+            choice = choose_device(target, builder, runner, program, spec, options.seed)
+            for callback in listeners:
+                callback.on_note(choice.note(program.name, target.threads))
     finally:
         builder.close()
         runner.close()
-    for callback in (ConsoleProgress(progress=options.progress), *callbacks):
-        callback.on_note(kept.note(program.name, "+".join(options.rewrites)))
-    return kept
-
-
-def _choose_device(program: UserProgram, target: Target, options: TuneOptions,
-                   callbacks: Sequence[TuningCallback], tuned: bool = True) -> DeviceChoice | None:
-    """At threads > 1, time the tuned program (built as `compile` builds it; with `tuned` False, as IREE builds
-    it) on IREE's task system and on one thread; the user hears which is faster and by how much."""
-    if not alternatives(target):
-        return None
-    builder = LocalBuilder(target, workers=options.build_workers, timeout_s=options.compile_timeout_s)
-    runner = LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
-    try:
-        spec = tuning_spec(program.text, program.name, options.log, target) if tuned else None
-        choice = choose_device(target, builder, runner, program, spec, options.seed)
-    finally:
-        builder.close()
-        runner.close()
-    for callback in (ConsoleProgress(progress=options.progress), *callbacks):
-        callback.on_note(choice.note(program.name, target.threads))
-    return choice
+    return kept, choice
 
 
 def _tune_emulated(text: str, name: str, target: Target, options: TuneOptions,

@@ -15,21 +15,13 @@ vmfb is the same on both devices: the choice is a runtime flag
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ansor_mlir.core.target import Target
 from ansor_mlir.database.records import ProgramCheck
-from ansor_mlir.measure.builder import Builder, ProgramBuildInput
-from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
-from ansor_mlir.tuning.verification import (
-    MIN_ROUND_S,
-    PROGRAM_COMPILE_TIMEOUT_S,
-    REFERENCE_TIMEOUT_S,
-    UserProgram,
-    compare_budget,
-    judge,
-    program_inputs,
-)
+from ansor_mlir.measure.builder import Builder
+from ansor_mlir.measure.runner import Runner
+from ansor_mlir.tuning.verification import ProgramVariant, UserProgram, judge, time_pair
 
 ONE_THREAD = "local-sync"
 # One thread must win by this much (median paired speedup, beside `judge`'s lower quartile above 1): a
@@ -73,20 +65,10 @@ def choose_device(target: Target, builder: Builder, runner: Runner, program: Use
     threaded = target.runtime_device()
     if not alternatives(target):
         return DeviceChoice(threaded, threaded, reason="one thread, a GPU or another machine: nothing to choose")
-    entry, inputs = program_inputs(program.text, program.name, seed)
-    (built,) = builder.build([ProgramBuildInput(program.text, entry.name, spec, PROGRAM_COMPILE_TIMEOUT_S)])
-    if not built.ok or built.program is None:
-        return DeviceChoice(threaded, threaded, reason=f"the tuned program did not build: {built.message}")
-    tuned = replace(built.program, parameters=program.parameters, parameter_scope=program.parameter_scope)
-    first = runner.submit(RunInput(tuned, inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
-    if not first.measured.ok:
-        return DeviceChoice(threaded, threaded, reason=f"the tuned program did not run: {first.measured.message}")
-    rounds, limit = compare_budget(first.measured.median_s, 2, rounds)
-    compared = runner.submit_compare(CompareInput((tuned, tuned), inputs, rounds, MIN_ROUND_S, limit,
-                                                  (threaded, ONE_THREAD))).result()
-    if not compared.ok:
-        return DeviceChoice(threaded, threaded, reason=f"timing both devices failed: {compared.message}")
-    if compared.wrong:
-        return DeviceChoice(threaded, threaded, reason=f"the program's output on {ONE_THREAD} differs")
-    check = judge(compared.samples[0], compared.samples[1], MIN_GAIN)
+    timing = time_pair(builder, runner, ProgramVariant(f"the tuned program on {threaded}", program, spec),
+                       ProgramVariant(f"the tuned program on {ONE_THREAD}", program, spec), seed, rounds,
+                       (threaded, ONE_THREAD))
+    if timing.samples is None:
+        return DeviceChoice(threaded, threaded, reason=timing.failure)
+    check = judge(*timing.samples, MIN_GAIN)
     return DeviceChoice(ONE_THREAD if check.accepted else threaded, threaded, check)

@@ -14,20 +14,12 @@ wins beyond the noise (`verification.judge`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ansor_mlir.database.records import ProgramCheck
-from ansor_mlir.measure.builder import Builder, BuiltProgram, ProgramBuildInput
-from ansor_mlir.measure.runner import CompareInput, RunInput, Runner
-from ansor_mlir.tuning.verification import (
-    MIN_ROUND_S,
-    PROGRAM_COMPILE_TIMEOUT_S,
-    REFERENCE_TIMEOUT_S,
-    UserProgram,
-    compare_budget,
-    judge,
-    program_inputs,
-)
+from ansor_mlir.measure.builder import Builder
+from ansor_mlir.measure.runner import Runner
+from ansor_mlir.tuning.verification import ProgramVariant, UserProgram, judge, time_pair
 
 # The program as given must win by this much to undo the rewrites (and the tuning of the tasks they made).
 MIN_LOSS = 0.02
@@ -67,25 +59,8 @@ def check_rewrites(builder: Builder, runner: Runner, given: UserProgram, rewritt
                    seed: int = 0, rounds: int = 15) -> RewriteCheck:
     """Build the program as given (IREE's default) and the rewritten one with `spec` (the log's best), time them
     alternately on the same inputs, and keep the rewrites unless the program as given wins."""
-    entry, inputs = program_inputs(given.text, given.name, seed)
-    builds = builder.build([ProgramBuildInput(given.text, entry.name, None, PROGRAM_COMPILE_TIMEOUT_S),
-                            ProgramBuildInput(rewritten.text, entry.name, spec, PROGRAM_COMPILE_TIMEOUT_S)])
-    for what, built in zip(("the program as given", "the tuned program"), builds, strict=True):
-        if not built.ok or built.program is None:
-            return RewriteCheck(kept=True, reason=f"{what} did not build: {built.message}")
-    programs = tuple(_with_weights(b.program, p) for b, p in zip(builds, (given, rewritten), strict=True))
-    first = runner.submit(RunInput(programs[1], inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
-    if not first.measured.ok:
-        return RewriteCheck(kept=True, reason=f"the tuned program did not run: {first.measured.message}")
-    rounds, limit = compare_budget(first.measured.median_s, 2, rounds)
-    compared = runner.submit_compare(CompareInput(programs, inputs, rounds, MIN_ROUND_S, limit)).result()
-    if not compared.ok:
-        return RewriteCheck(kept=True, reason=f"timing both programs failed: {compared.message}")
-    if compared.wrong:
-        return RewriteCheck(kept=True, reason="the two programs' outputs differ")
-    return decide(compared.samples[0], compared.samples[1])
-
-
-def _with_weights(program: BuiltProgram | None, source: UserProgram) -> BuiltProgram:
-    assert program is not None
-    return replace(program, parameters=source.parameters, parameter_scope=source.parameter_scope)
+    timing = time_pair(builder, runner, ProgramVariant("the program as given", given),
+                       ProgramVariant("the tuned program", rewritten, spec), seed, rounds)
+    if timing.samples is None:
+        return RewriteCheck(kept=True, reason=timing.failure)
+    return decide(*timing.samples)

@@ -110,6 +110,55 @@ class UserProgram:
     parameter_scope: str = "model"
 
 
+@dataclass(frozen=True)
+class ProgramVariant:
+    """One side of a program-level comparison: the program, its tuning spec (None: IREE's default) and the
+    words that name it in a failure."""
+
+    label: str
+    program: UserProgram
+    spec: str | None = None
+
+
+@dataclass(frozen=True)
+class PairTiming:
+    """Two programs timed alternately: per round, each one's median (`samples`), or why they were not."""
+
+    samples: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    failure: str = ""
+
+
+def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: ProgramVariant, seed: int = 0,
+              rounds: int = 15, devices: tuple[str, str] | tuple[()] = ()) -> PairTiming:
+    """Build both programs (once when they are the same), run the second once to size the comparison
+    (`compare_budget`), then time them alternately on the same seeded inputs, each on its device.
+
+    The program-level choices made after tuning (`rewrite_check`, `device_choice`) are such pairs.
+    """
+    pair = (first, second)
+    entry, inputs = program_inputs(first.program.text, first.program.name, seed)
+    same = (first.program.text, first.spec) == (second.program.text, second.spec)
+    items = [ProgramBuildInput(c.program.text, entry.name, c.spec, PROGRAM_COMPILE_TIMEOUT_S)
+             for c in (pair[:1] if same else pair)]
+    builds = builder.build(items)
+    builds = builds * 2 if same else builds
+    for contender, built in zip(pair, builds, strict=True):
+        if not built.ok or built.program is None:
+            return PairTiming(failure=f"{contender.label} did not build: {built.message}")
+    programs = tuple(replace(b.program, parameters=c.program.parameters, parameter_scope=c.program.parameter_scope)
+                     for c, b in zip(pair, builds, strict=True) if b.program is not None)
+    run = runner.submit(RunInput(programs[1], inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
+    if not run.measured.ok:
+        return PairTiming(failure=f"{second.label} did not run: {run.measured.message}")
+    rounds, limit = compare_budget(run.measured.median_s, 2, rounds)
+    compared = runner.submit_compare(CompareInput(programs, inputs, rounds, MIN_ROUND_S, limit, devices)).result()
+    if not compared.ok:
+        return PairTiming(failure=f"timing {first.label} and {second.label} alternately failed: {compared.message}")
+    if compared.wrong:
+        return PairTiming(failure=f"the outputs of {first.label} and {second.label} differ")
+    return PairTiming((tuple(compared.samples[0]), tuple(compared.samples[1])))
+
+
 @dataclass
 class ProgramVerifier:
     """Builds the user's program with each candidate and times it against IREE's default build."""
