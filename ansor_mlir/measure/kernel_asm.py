@@ -18,7 +18,8 @@ from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
 
 FMA_PREFIXES = ("vfmadd", "vfmsub", "vfnmadd", "vfnmsub")
 GATHER_PREFIXES = ("vgather", "vpgather")
-SHUFFLE_PREFIXES = ("vperm", "vshuf", "vinsert", "vextract", "vunpck", "vblend", "vpblend")
+SHUFFLE_PREFIXES = ("vperm", "vshuf", "vinsert", "vextract", "vunpck", "vblend", "vpblend", "vpshuf", "vmovshdup",
+                    "vmovsldup", "vmovhlps", "vmovlhps")
 LOAD_MNEMONICS = ("vmovups", "vmovaps", "vmovdqu", "vmovdqa", "vmovss", "vmovsd", "vbroadcast", "vpbroadcast")
 # Spill slots: a fixed offset from the stack or frame pointer, no index register (`-120(%rsp)`).
 SPILL_SLOTS = ("(%rsp)", "(%rbp)")
@@ -124,7 +125,9 @@ def analyze_loop(label: str, body: list[str]) -> LoopReport:
             counts["fmas_with_memory"] += any(_is_memory(op) for op in sources)
         if mnemonic.startswith(GATHER_PREFIXES):
             counts["gathers"] += 1
-        if mnemonic.startswith(SHUFFLE_PREFIXES):
+        # A broadcast of a register is a shuffle too: it takes a vector pipe, where one from memory is a load.
+        register_broadcast = "broadcast" in mnemonic and bool(sources) and not _is_memory(sources[0])
+        if mnemonic.startswith(SHUFFLE_PREFIXES) or register_broadcast:
             counts["shuffles"] += 1
         if "broadcast" in mnemonic or any("{1to" in op for op in operands):
             counts["broadcasts"] += 1

@@ -63,3 +63,21 @@ def test_library_code_linked_beside_the_dispatch_is_not_the_hot_loop():
     assert hot_loop(library).fmas == 5
     loop = hot_loop(dispatch + library)
     assert loop.label == ".LBB0_2" and loop.is_micro_kernel
+
+
+def test_broadcasts_of_registers_are_shuffles_and_broadcasts_from_memory_are_loads():
+    """A row of `A` loaded as a vector and split into broadcasts (what a contraction over two reduction steps
+    lowered to) takes vector pipes beside the FMAs; scalar broadcasts from memory do not."""
+    split = """
+.LBB2_1:
+\tvmovsd\t-6136(%r14,%r13,4), %xmm10
+\tvmovups\t-2048(%r11), %ymm8
+\tvbroadcastss\t%xmm10, %ymm11
+\tvmovshdup\t%xmm10, %xmm10
+\tvbroadcastss\t%xmm10, %ymm10
+\tvfmadd231ps\t%ymm8, %ymm11, %ymm4
+\tvfmadd231ps\t%ymm8, %ymm10, %ymm5
+\tjne\t.LBB2_1
+"""
+    assert hot_loop(split).shuffles == 3
+    assert hot_loop(CLEAN).shuffles == 0
