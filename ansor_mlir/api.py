@@ -65,6 +65,7 @@ from ansor_mlir.tuning.batch_export import import_results as _import_results
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
 from ansor_mlir.tuning.device_choice import DeviceChoice, alternatives, choose_device
+from ansor_mlir.tuning.program_choice import chosen_text, record_choices, recorded_choice
 from ansor_mlir.tuning.progress import ConsoleProgress
 from ansor_mlir.tuning.rewrite_check import RewriteCheck, check_rewrites
 from ansor_mlir.tuning.task_result import TaskResult
@@ -352,10 +353,9 @@ def tune(
     results = tuner.tune_module(text, name, program.parameters, program.parameter_scope)
     kept, choice = (None, None) if opts.cluster else _program_choices(given, program, changed.applied, tgt, opts,
                                                                         callbacks)
-    if kept is not None and not kept.kept:  # the program as given, as IREE builds it (`tuning.rewrite_check`)
-        module_text = given.text
-    else:
-        module_text = apply_best(text, opts.log, tgt, name, NO_REWRITES)
+    record_choices(opts.log, tgt, given.text, name, changed.names, kept, choice)
+    # Where the rewrites lost, the log's choice makes it the program as given (`tuning.program_choice`).
+    module_text = apply_best(given.text, opts.log, tgt, name, rewrites)
     return TuneResult(module_text, results, opts.log, choice.device if choice else tgt.runtime_device(), choice,
                       kept)
 
@@ -430,8 +430,9 @@ def apply_best(
     check_target("apply_best", target)
     check_option("apply_best", "log", log, "ansor-apply-best")
     text, name = read_source(module, name)
-    text = rewritten("apply_best", text, name, rewrites).text
     tgt = resolve_target(target)
+    changed = rewritten("apply_best", text, name, rewrites)
+    text = chosen_text(text, changed, recorded_choice(log, text, name, changed, tgt))
     validate_input(text, name)
     best = _best_for_target(log, tgt)
     flow = compile_to_phase(text, tgt.compile_flags(), "flow", name)
@@ -484,8 +485,8 @@ def emit_transform_library(
     check_target("emit_transform_library", target)
     check_option("emit_transform_library", "log", log, "ansor-emit-transform-library")
     text, name = read_source(module, name)
-    text = for_ordinary_flows("emit_transform_library", text, name, rewrites, "transform library")
     tgt = resolve_target(target)
+    text = for_ordinary_flows("emit_transform_library", text, name, rewrites, "transform library", log, tgt)
     best = _best_for_target(log, tgt)
     tasks = _extract_tasks(text, tgt, name)
     strategies = best_strategies(tasks, best, tgt)
@@ -507,8 +508,8 @@ def emit_tuning_spec(
     check_target("emit_tuning_spec", target)
     check_option("emit_tuning_spec", "log", log, "ansor-emit-tuning-spec")
     text, name = read_source(module, name)
-    text = for_ordinary_flows("emit_tuning_spec", text, name, rewrites, "tuning spec")
     tgt = resolve_target(target)
+    text = for_ordinary_flows("emit_tuning_spec", text, name, rewrites, "tuning spec", log, tgt)
     return tuning_spec(text, name, log, tgt) or render_spec([])
 
 
@@ -533,10 +534,15 @@ def tuning_spec(text: str, name: str, log: str | Path, target: Target) -> str | 
     return render_spec(entries, [(by_key[key], *strategies[key]) for key in sorted(strategies)])
 
 
-def for_ordinary_flows(function: str, text: str, name: str, rewrites: str, what: str) -> str:
+def for_ordinary_flows(function: str, text: str, name: str, rewrites: str, what: str, log: str | Path,
+                       target: Target) -> str:
     """The rewritten program a spec or library is made for, warning when it is not the input: IREE compiling
-    the input would form other dispatches, and the rewritten ones' entries would match nothing."""
+    the input would form other dispatches, and the rewritten ones' entries would match nothing. Where the log
+    records that the rewrites lost to the program as given (`tuning.program_choice`), the program as given."""
     changed = rewritten(function, text, name, rewrites)
+    choice = recorded_choice(log, text, name, changed, target)
+    if choice is not None and not choice.rewrites_kept:
+        return text
     if changed.applied:
         warnings.warn(f"{name}: the {what} is for the program after rewrites {changed.summary()}, not for this "
                       f"input: compile that program with it (ansor-opt IN --ansor-rewrite="
@@ -581,11 +587,13 @@ def compile(
         raise _invalid("compile", "name", name, "expected a str or None")
     source = load_model(as_source(model), example_inputs, name=name)
     tgt = resolve_target(target)
-    runtime = device or tgt.runtime_device()
+    changed = rewritten("compile", source.text, source.name, rewrites)
+    choice = recorded_choice(log, source.text, source.name, changed, tgt)
     devices = tuple(dict.fromkeys((tgt.runtime_device(), *alternatives(tgt))))
+    runtime = device or (choice.device if choice is not None and choice.device in devices else tgt.runtime_device())
     if runtime not in devices:
         raise _invalid("compile", "device", device, f"expected {' or '.join(devices)} for target {tgt.key}")
-    text = rewritten("compile", source.text, source.name, rewrites).text
+    text = chosen_text(source.text, changed, choice)
     spec = tuning_spec(text, source.name, log, tgt) if log is not None else None
     vmfb, why = _build_model(source, text, tgt, spec, embed_parameters)
     if vmfb is None and spec is not None:

@@ -164,6 +164,35 @@ class Record:
         return self.result.error == ErrorKind.NONE and is_time(self.result.median_s)
 
 
+@dataclass(frozen=True)
+class ProgramRecord:
+    """A program-level choice made after tuning, for one program and one machine: whether its rewrites are kept
+    (`tuning.rewrite_check`) and the runtime device it runs on (`tuning.device_choice`).
+
+    `program` identifies the program as given (`mlir.context.program_key`), `rewrites` the rewrites it was
+    tuned with. `apply_best`, the emitted specs and `compile` follow the latest such record of their program,
+    so they build what `tune` returned. It is a log line of its own kind (`"kind": "program"`).
+    """
+
+    target: str
+    fingerprint: str
+    program: str
+    rewrites: tuple[str, ...]
+    rewrites_kept: bool
+    device: str
+    timestamp: float
+    versions: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": PROGRAM_KIND, "version": FORMAT_VERSION, "target": self.target,
+                           "fingerprint": self.fingerprint, "program": self.program, "rewrites": list(self.rewrites),
+                           "rewrites_kept": self.rewrites_kept, "device": self.device,
+                           "timestamp": round(self.timestamp, 3), "versions": dict(self.versions)}, sort_keys=True)
+
+
+PROGRAM_KIND = "program"
+
+
 # ---- the record schema ----------------------------------------------------------------------------------------
 
 
@@ -275,10 +304,32 @@ def program_from_dict(data: object) -> ProgramCheck:
     return ProgramCheck.from_dict(data)
 
 
+class ProgramLine(SchemaError):
+    """A program record's line: not a candidate's record, and no fault (`read_records` passes over it)."""
+
+
+def program_record_from_dict(data: dict) -> ProgramRecord:
+    """A program record from a log line's JSON object, every field checked."""
+    versions = _field(data, "versions", lambda v: isinstance(v, dict) and all(map(_is_str, v.values())),
+                      "an object of strings", required=False) or {}
+    return ProgramRecord(
+        target=str(_field(data, "target", _is_str, "a string")),
+        fingerprint=str(_field(data, "fingerprint", _is_str, "a string")),
+        program=str(_field(data, "program", _is_str, "a string")),
+        rewrites=tuple(_field(data, "rewrites", _is_str_list, "a list of strings")),
+        rewrites_kept=bool(_field(data, "rewrites_kept", lambda v: isinstance(v, bool), "true or false")),
+        device=str(_field(data, "device", _is_str, "a string")),
+        timestamp=float(_field(data, "timestamp", _is_finite, "a finite number")),
+        versions=tuple(sorted((str(k), v) for k, v in versions.items())),
+    )
+
+
 def record_from_dict(data: object) -> Record:
     """A record from a log line's JSON value, every field checked against the schema of its version."""
     if not isinstance(data, dict):
         raise SchemaError(f"the line is {_shape(data)}, expected a record object")
+    if data.get("kind") == PROGRAM_KIND:
+        raise ProgramLine("a program record")
     version = _field(data, "version", _is_int, "an integer")
     if version not in READABLE_VERSIONS:
         raise SchemaError(f"record version {version!r} is not one of {READABLE_VERSIONS}: written by a newer "
@@ -464,6 +515,8 @@ def parse_lines(path: Path, data: bytes, first_number: int, final: bool) -> tupl
         if line.strip():
             try:
                 records.append(parse_line(line))
+            except ProgramLine:
+                pass  # read by `read_program_records`
             except SchemaError as exc:
                 reason = str(exc) if end >= 0 else f"an unfinished last line, a run killed mid-write? ({exc})"
                 _warn_skipped(path, number, line, reason)
@@ -487,6 +540,32 @@ def read_records(path: Path) -> list[Record]:
     except OSError as exc:
         raise AnsorError(f"cannot read tuning log {path}: {exc.strerror or exc}") from None
     return parse_lines(path, data, 1, final=True)[0]
+
+
+def read_program_records(path: Path) -> list[ProgramRecord]:
+    """The log's program records (none when it does not exist); a malformed one is skipped with a warning."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        if b'"kind"' not in line or b'"program"' not in line:
+            continue
+        try:
+            data = json.loads(line)
+            if isinstance(data, dict) and data.get("kind") == PROGRAM_KIND:
+                out.append(program_record_from_dict(data))
+        except (ValueError, RecursionError) as exc:
+            _warn_skipped(path, number, line, str(exc))
+    return out
+
+
+def program_choice(records: list[ProgramRecord], program: str, rewrites: tuple[str, ...], target_key: str,
+                   fingerprint: str) -> ProgramRecord | None:
+    """The latest program record of a program, tuned with `rewrites`, on this machine (None: no choice made)."""
+    mine = [r for r in records if (r.program, r.rewrites, r.target, r.fingerprint)
+            == (program, rewrites, target_key, fingerprint)]
+    return max(mine, key=lambda r: r.timestamp, default=None)
 
 
 def append_records(path: Path, records: list[Record]) -> None:
@@ -645,7 +724,7 @@ class TuningLog:
         except (AnsorError, OSError):
             pass  # claims of a finished run lapse anyway (its process ends, or its claims time out)
 
-    def append(self, records: list[Record], unique: bool = False) -> list[Record]:
+    def append(self, records: list[Record] | list[ProgramRecord], unique: bool = False) -> list:
         """Append records as whole lines, flushed and fsynced before returning; with `unique`, only those
         whose candidate (for its target) is not in the log yet. Returns what was written."""
         with self._locked():
@@ -677,6 +756,8 @@ class TuningLog:
     def _note(self, records: list[Record]) -> None:
         """Remember records now in the log: their candidates, and the search records per (target, task)."""
         for record in records:
+            if not isinstance(record, Record):
+                continue
             self._logged.add(record_key(record))
             if record.program is None and record.result.error != ErrorKind.NOT_MEASURED:
                 key = (claim_target(record.target, record.fingerprint), record.task_key)

@@ -12,6 +12,7 @@ candidate that does not compile.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import threading
 from collections.abc import Iterator
@@ -114,6 +115,12 @@ def parse_module(text: str, what: str, ctx: ir.Context | None = None) -> ir.Modu
 def as_module(text: str, what: str) -> str:
     """MLIR text as a module's: bare top-level ops (a task's `func.func`) inside the module the parser adds."""
     return str(parse_module(text, what, shared_context()))
+
+
+def program_key(text: str, what: str) -> str:
+    """A digest naming a program by its IR as MLIR prints it: the same program read from a file, printed by
+    `ansor-opt` or imported again gets the same key, whatever its formatting and locations."""
+    return hashlib.sha256(as_module(text, what).encode()).hexdigest()[:16]
 
 
 def _line_col(location: ir.Location) -> str:
