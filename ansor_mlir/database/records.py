@@ -1,4 +1,5 @@
-"""The tuning log: a small append-only database of JSON lines, one measured candidate per line.
+"""The tuning log: a small append-only database of JSON lines, one measured candidate per line, and the
+program-level choices made after tuning (`ProgramRecord`, lines of `"kind": "program"`).
 
 Each measurement is appended, flushed and fsynced as soon as it completes, under a file lock (`LOG.lock`,
 the `filelock` package), so several tuners can share one log: before measuring a batch each re-reads what
