@@ -176,10 +176,9 @@ def test_unrolled_reduction_steps_broadcast_a_from_memory(pinned):
     mr, nr = micro_kernel_shape(knob.options[shape])
     values = {"d0": (M, M), "d1": (N, N), "d2": (K, 2), "micro_kernel": (shape,), "consumer_fusion": (0,)}
     assert is_valid(sketch, values, task, pinned)
-    item = build_input(task, sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))),
-                       compile_to_phase(mlir, pinned.compile_flags(), "flow", "mm"))
-    text, _ = attach_configs(compile_to_phase(mlir, pinned.compile_flags(), "flow", "mm"), {}, "mm",
-                             {task.key: item.strategy})
+    flow = compile_to_phase(mlir, pinned.compile_flags(), "flow", "mm")
+    item = build_input(task, sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))), flow)
+    text, _ = attach_configs(flow, {}, "mm", {task.key: item.strategy})
     with tempfile.TemporaryDirectory() as tmp:
         (asm,) = dump_assembly(text, Path(tmp))
         loop = hot_loop(asm.read_text())
