@@ -286,13 +286,26 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     padded = sketch.has(Pad)
     packed = sketch.has(Pack)
     parallel_dims = [d for d, it in enumerate(root.iterator_types) if it == "parallel"]
+    # A packed root's row tiles (loops no packed operand reads) are cut after the packing, as GotoBLAS orders
+    # its loops (`jc, pc, pack B, ic, jr, ir`): each `[kc, nc]` panel is packed once per workgroup and read by
+    # every row tile of it. Cut before it, the panel was packed again for each row tile (TBS's 8x8 transposes
+    # were as many instructions as its micro-kernel).
+    rows = _unpacked_rows(dag) if packed else frozenset()
+    deferred: list[int] = []
     for level in root_levels:
         sizes = tiles.per_level[level]
         if rfactor and level == "vector_reduction":
             continue
+        if packed and level == "cache_parallel":
+            deferred = [size if d in rows else 0 for d, size in enumerate(sizes)]
+            sizes = [0 if d in rows else size for d, size in enumerate(sizes)]
         if packed and level.startswith("vector_"):
             if level == "vector_common_parallel":
                 handles[dag.root] = _pack_root(s, handles[dag.root], dag, tiles)
+                if any(deferred):
+                    handles[dag.root], loops = s.tile_for(handles[dag.root], [*deferred, 0])
+                    if im2col is not None:
+                        im2col, _ = s.fuse_into(im2col, loops[-1])
             sizes = _packed_sizes(sizes, dag)
         if padded and level == "vector_reduction":
             handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, parallel_dims)
@@ -484,6 +497,15 @@ def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved) -> ir.Va
                              _op_type("tensor.extract_slice"), _op_type("linalg.copy"), unpack)
     with _named("packed_any"):
         return transform.CastOp(_any(), packed).result
+
+
+def _unpacked_rows(dag: Dag) -> frozenset[int]:
+    """The root's parallel loops that no packed operand reads: its packed panels are the same across them."""
+    root = dag.ops[dag.root]
+    maps = root.indexing_maps
+    packed = [maps[i].dims() for i in dag.packed_operands()]
+    return frozenset(d for d, it in enumerate(root.iterator_types)
+                     if it == "parallel" and not any(d in dims for dims in packed))
 
 
 def _unrolled_k_tiles(root: LinalgOpInfo, sizes: list[int]) -> int:

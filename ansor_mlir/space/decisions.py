@@ -125,5 +125,6 @@ def micro_kernel_steps(
     steps: list[Step] = [TileAndFuse((*knobs, *consumer_knobs(dag))), *([Pack()] if packed else []),
                          MicroKernel((ChoiceKnob("micro_kernel", shapes),), rows, cols, unrolled)]
     if dag.consumers:
-        steps.append(FuseConsumers((FUSION,)))
+        # A packed root runs its consumers after it, as in `transform_steps`.
+        steps.append(FuseConsumers(() if packed else (FUSION,)))
     return (*steps, CacheWrite(), LowerContraction())

@@ -253,13 +253,15 @@ class TransformDecomposeRule:
 
 
 def micro_kernel_shapes(
-    task: Task, target: Target, peel: bool = False, whole_k: bool = False, window_rows: bool = False
+    task: Task, target: Target, peel: bool = False, whole_k: bool = False, window_rows: bool = False,
+    packed: bool = False,
 ) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
-    """The root's outer-product loops (with `window_rows`, rows a window loop) and the `MRxNR` register tiles the
-    target fits, or `(None, ())`; with `peel` also the largest that leaves a partial row tile, with `whole_k` none
-    that a short reduction loop unrolled whole would spill (`micro_kernel.register_shapes`)."""
+    """The root's outer-product loops (with `window_rows`, rows a window loop; with `packed`, inputs read across
+    the vector loop allowed) and the `MRxNR` register tiles the target fits, or `(None, ())`; with `peel` also the
+    largest that leaves a partial row tile, with `whole_k` none that a short reduction loop unrolled whole would
+    spill (`micro_kernel.register_shapes`)."""
     dag = dags.task_dag(task)
-    loops = micro_kernel.micro_kernel_loops(dag, window_rows=window_rows) if dag is not None else None
+    loops = micro_kernel.micro_kernel_loops(dag, packed, window_rows) if dag is not None else None
     if loops is None:
         return None, ()
     root = dag.ops[dag.root]
@@ -309,29 +311,42 @@ class MicroKernelPipelineRule:
 class TransformMicroKernelRule:
     """Register-blocked micro-kernels, as BLAS libraries build them: an `mr x nr` outer-product register tile.
 
-    Applies to a contraction whose vector loop every input reads contiguously
-    and that has a loop reusing the `B` vectors (`micro_kernel.micro_kernel_loops`).
-    The register tile is one of the `MRxNR` shapes that fill the target's
-    vector register file without spilling (`register_shapes`: 8x32 with
-    AVX-512's 32 zmm, 4x16 with AVX2's 16 ymm), the reduction loop innermost
-    with the accumulators held in registers across it, modestly unrolled; the
-    cache blocking (`mc`, `nc`, `kc`: the cache level of `SSRSRS`) and the
-    workgroup tiles are the knobs.
+    Applies to a contraction that has a loop reusing the `B` vectors
+    (`micro_kernel.micro_kernel_loops`). The register tile is one of the
+    `MRxNR` shapes that fill the target's vector register file without
+    spilling (`register_shapes`: 8x32 with AVX-512's 32 zmm, 4x16 with AVX2's
+    16 ymm), the reduction loop innermost with the accumulators held in
+    registers across it, modestly unrolled; the cache blocking (`mc`, `nc`,
+    `kc`: the cache level of `SSRSRS`) and the workgroup tiles are the knobs.
+    Inputs the vector loop reads across (`B` of `A @ B^T`: linear layers,
+    attention scores) are packed into `[k, nr]` panels per cache tile first,
+    as GotoBLAS packs `B`.
     """
 
     name: str = "micro-kernel"
 
     def applies(self, task: Task, target: Target) -> bool:
-        return bool(micro_kernel_shapes(task, target, peel=True, whole_k=True)[1])
+        return bool(self._shapes(task, target)[1])
+
+    @staticmethod
+    def _packed(task: Task) -> bool:
+        """The vector loop reads an input across (packing needed), and that input is a plain one."""
+        dag = dags.task_dag(task)
+        return dag is not None and bool(dag.packed_operands())
+
+    def _shapes(self, task: Task, target: Target) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
+        return micro_kernel_shapes(task, target, peel=True, whole_k=True, packed=self._packed(task))
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
-        loops, shapes = micro_kernel_shapes(task, target, peel=True, whole_k=True)
+        loops, shapes = self._shapes(task, target)
         dag = dags.task_dag(task)
         assert dag is not None and loops is not None
         levels = TransformTilingRule(with_cache=True).levels()
-        steps = decisions.micro_kernel_steps(dag, levels, loops.rows, loops.cols, shapes)
+        packed = self._packed(task)
+        steps = decisions.micro_kernel_steps(dag, levels, loops.rows, loops.cols, shapes, packed=packed)
+        packing = ("packing",) if packed else ()
         return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, steps,
-                       ("td-multi-level-tiling-cached", self.name))]
+                       ("td-multi-level-tiling-cached", *packing, self.name))]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from conftest import matmul_bias_relu
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.transform_strategy import render_strategy
-from ansor_mlir.core.schedule import Candidate, Pack
+from ansor_mlir.core.schedule import Candidate, MicroKernel, Pack
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.compare import run_once
@@ -95,3 +95,44 @@ def test_sampled_packed_candidates_are_valid_and_deterministic(target, packing):
     first = [sample_candidate(sketch, task, target, random.Random(s)) for s in range(8)]
     assert first == [sample_candidate(sketch, task, target, random.Random(s)) for s in range(8)]
     assert all(c is not None and is_valid(sketch, dict(c.values), task, target) for c in first)
+
+
+@pytest.fixture(scope="module")
+def packed_micro_kernel(target):
+    mlir = linear_bias_relu(M, N, K)
+    task = main_task(extract_tasks(mlir, target, "linear"))
+    sketch = next(s for s in generate_sketches(task, target) if s.has(Pack) and s.has(MicroKernel))
+    return mlir, task, sketch
+
+
+def micro_kernel_values(sketch) -> dict[str, tuple[int, ...]]:
+    """One workgroup of all 32 rows, 16-row cache tiles (two per panel), 4x16 register tiles (AVX2 and AVX-512)."""
+    (shapes,) = [k.options for k in sketch.knobs if k.name == "micro_kernel"]
+    return {"d0": (32, 16), "d1": (64, 16), "d2": (32, 1), "micro_kernel": (shapes.index("4x16"),)}
+
+
+def test_packed_micro_kernel_packs_each_panel_once_per_row_block(target, packed_micro_kernel):
+    """GotoBLAS' loop order: the `[kc, nc]` panel of `W` is packed above the loop over row tiles, not in it
+    (repacked for each 16-row tile it cost TBS as many instructions as its micro-kernel)."""
+    _, task, sketch = packed_micro_kernel
+    assert "consumer_fusion" not in {k.name for k in sketch.knobs}
+    values = micro_kernel_values(sketch)
+    assert is_valid(sketch, values, task, target)
+    text = render_strategy(sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))), task, "s")
+    packed_at = text.index("transform.structured.pack %")
+    row_tiles = text.index("tile_using_for %packed_any tile_sizes [16, 0, 0, 0]")
+    assert packed_at < row_tiles
+    assert "tile_sizes [0, 16, 0]" in text and "tile_sizes [16, 16, 0]" not in text  # no rows cut before it
+
+
+def test_packed_micro_kernel_with_consumers_matches_numpy(target, packed_micro_kernel):
+    mlir, task, sketch = packed_micro_kernel
+    values = micro_kernel_values(sketch)
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    flow = compile_to_phase(mlir, target.compile_flags(), "flow", "linear")
+    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow)])
+    assert build.ok, f"{build.error.value} {build.message}"
+    rng = np.random.default_rng(1)
+    x, w, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (N, K), (N,)))
+    (got,) = run_once(build.program.vmfb, "linear", [x, w, bias])
+    np.testing.assert_allclose(got, np.maximum(x @ w.T + bias, 0), rtol=1e-4, atol=1e-4)
