@@ -354,8 +354,10 @@ def tune(
     kept, choice = (None, None) if opts.cluster else _program_choices(given, program, changed.applied, tgt, opts,
                                                                         callbacks)
     record_choices(opts.log, tgt, given.text, name, changed.names, kept, choice)
-    # Where the rewrites lost, the log's choice makes it the program as given (`tuning.program_choice`).
-    module_text = apply_best(given.text, opts.log, tgt, name, rewrites)
+    # Where the rewrites lost, the module is the program as given, as the recorded choice makes it for
+    # `apply_best` (`tuning.program_choice`); this run's choice is at hand, so neither is rewritten or keyed again.
+    dropped = kept is not None and not kept.kept
+    module_text = _with_best(given.text if dropped else text, name, opts.log, tgt)
     return TuneResult(module_text, results, opts.log, choice.device if choice else tgt.runtime_device(), choice,
                       kept)
 
@@ -432,7 +434,12 @@ def apply_best(
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     changed = rewritten("apply_best", text, name, rewrites)
-    text = chosen_text(text, changed, recorded_choice(log, text, name, changed, tgt))
+    return _with_best(chosen_text(text, changed, recorded_choice(log, text, name, changed, tgt)), name, log, tgt)
+
+
+def _with_best(text: str, name: str, log: str | Path, tgt: Target) -> str:
+    """The program `text` (already rewritten, or not, as chosen) lowered to dispatches with the log's best
+    configuration on each."""
     validate_input(text, name)
     best = _best_for_target(log, tgt)
     flow = compile_to_phase(text, tgt.compile_flags(), "flow", name)
