@@ -36,6 +36,10 @@ class MeasureResult:
     # empty when nothing ran (a build failure) or in logs written before these fields existed.
     worker: str = ""
     device: str = ""
+    # Anchored times (`tuning.anchor`): `median_s` and `spread_s` are scaled to the anchor program's recorded
+    # speed; `measured_s` is the median as timed and `reference_s` the anchor's time around the same batch.
+    measured_s: float | None = None
+    reference_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,6 +66,7 @@ class MeasureResult:
             "message": self.message,
             **({"worker": self.worker} if self.worker else {}),
             **({"device": self.device} if self.device else {}),
+            **({"measured_s": self.measured_s, "reference_s": self.reference_s} if self.measured_s else {}),
         }
 
     @staticmethod
@@ -76,4 +81,11 @@ class MeasureResult:
             message=str(data.get("message", "")),
             worker=str(data.get("worker", "")),
             device=str(data.get("device", "")),
+            measured_s=_optional_time(data.get("measured_s")),
+            reference_s=_optional_time(data.get("reference_s")),
         )
+
+
+def _optional_time(value: object) -> float | None:
+    """A recorded time, or None where the log has none (or not a number)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -284,8 +284,11 @@ def result_from_dict(data: object) -> MeasureResult:
     message = _field(data, "message", _is_str, "a string", "result.", False)
     worker = _field(data, "worker", _is_str, "a string", "result.", False)  # absent before the cluster runner
     device = _field(data, "device", _is_str, "a string", "result.", False)
+    # Anchored times (`tuning.anchor`): absent before anchoring and where a batch was not scaled.
+    measured = _field(data, "measured_s", _optional(is_time), "null or a finite, positive time", "result.", False)
+    reference = _field(data, "reference_s", _optional(is_time), "null or a finite, positive time", "result.", False)
     return MeasureResult(ErrorKind(error), median, spread, repeats or 0, compile_s or 0.0, max_error, message or "",
-                         worker=worker or "", device=device or "")
+                         worker=worker or "", device=device or "", measured_s=measured, reference_s=reference)
 
 
 def _is_zero(value: object) -> bool:

@@ -24,6 +24,7 @@ import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.target import Target
@@ -38,6 +39,7 @@ WEIGHTS_FILE = "weights.irpa"
 
 @dataclass
 class LocalRunner(Runner):
+    times_one_device: ClassVar[bool] = True
     target: Target
     timeout_s: float = 30.0
     min_time_s: float = 0.1

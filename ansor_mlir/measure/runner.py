@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.measure.builder import BuildResult, BuiltProgram
@@ -83,6 +84,10 @@ class CompareResult:
 
 class Runner(ABC):
     """Measures run inputs; `submit` returns at once, the future holds the result."""
+
+    # Runs one at a time on one device and times programs alternately there (`submit_compare`): a batch's
+    # candidates are timed against an anchor program (`tuning.anchor`). A cluster's workers are many devices.
+    times_one_device: ClassVar[bool] = False
 
     @abstractmethod
     def submit(self, item: RunInput) -> Future[RunResult]: ...

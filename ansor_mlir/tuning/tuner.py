@@ -45,12 +45,14 @@ from ansor_mlir.measure.dask_engine import cluster_measurers
 from ansor_mlir.measure.inputs import check_inputs, encode_array, make_inputs
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
-from ansor_mlir.measure.runner import RunInput, Runner, RunResult
+from ansor_mlir.measure.runner import CompareInput, RunInput, Runner, RunResult
 from ansor_mlir.mlir.context import as_module
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.search.search_policy import make_policy
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning import anchor
+from ansor_mlir.tuning.anchor import Anchor
 from ansor_mlir.tuning.budget import Budget
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.task_result import TaskResult
@@ -118,6 +120,8 @@ class TaskSession:
     references: tuple[bytes, ...]
     measured: set[str]
     result: TaskResult
+    # The program each batch is timed alternately with (`tuning.anchor`); None: times as measured alone.
+    anchor: Anchor | None = None
 
 
 def task_module(task: Task) -> str:
@@ -319,6 +323,8 @@ class Tuner:
             raise _no_reference(task, run.measured.error, run.measured.message)
         session.references = run.outputs
         session.result.default_s = run.measured.median_s
+        if self.runner.times_one_device and anchor.usable(run.measured.median_s):
+            session.anchor = Anchor(build.program, run.measured.median_s)
         return self._record(session, candidate, sketch, replace(run.measured, compile_s=build.compile_s))
 
     def _record(
@@ -409,8 +415,9 @@ class Tuner:
 
     def _measure_batch(self, session: TaskSession, batch: list[Candidate],
                        on_record: Callable[[list[Record]], None] = lambda records: None) -> list[Record]:
-        """Build the batch in parallel, then run it (runs never overlap builds); each record is appended to
-        the log as its measurement completes, then the policy learns from the batch."""
+        """Build the batch in parallel, run it (runs never overlap builds), then time its correct programs
+        alternately with the task's anchor (`tuning.anchor`); the records are appended to the log as the batch
+        completes (on an interrupt, the measurements finished by then, as timed alone), then the policy learns."""
         task = session.task
         sketches = {s.index: s for s in session.sketches}
         builds = self.builder.build([build_input(task, sketches[c.sketch_index], c, session.flow_text) for c in batch])
@@ -432,20 +439,45 @@ class Tuner:
                 futures[self.runner.submit(run)] = position
             else:
                 log(position, MeasureResult(error=build.error, compile_s=build.compile_s, message=build.message))
+        measured: dict[int, MeasureResult] = {}
         try:
             for future in as_completed(futures):
-                position = futures[future]
-                log(position, replace(future.result().measured, compile_s=builds[position].compile_s))
+                measured[futures[future]] = future.result().measured
+            times = self._anchored_times(session, builds, measured)
         except KeyboardInterrupt:  # measurements that finished as the interrupt came are kept, not lost
             for future, position in futures.items():
-                if position not in logged and future.done() and not future.cancelled() and not future.exception():
-                    log(position, replace(future.result().measured, compile_s=builds[position].compile_s))
+                if position not in measured and future.done() and not future.cancelled() and not future.exception():
+                    measured[position] = future.result().measured
+            for position, result in sorted(measured.items()):
+                log(position, replace(result, compile_s=builds[position].compile_s))
             raise
+        for position, result in sorted(measured.items()):
+            anchored_s, reference_s = times.get(position, (None, None))
+            log(position, replace(anchor.anchored(result, anchored_s, reference_s),
+                                  compile_s=builds[position].compile_s))
         started = time.perf_counter()
         records = [logged[i] for i in range(len(batch))]
         self.policy.update(task, session.sketches, [(r.candidate, r.result) for r in records])
         self.search_s += time.perf_counter() - started
         return records
+
+
+    def _anchored_times(self, session: TaskSession, builds: list, measured: dict[int, MeasureResult],
+                        ) -> dict[int, tuple[float, float]]:
+        """Per correct program of the batch, (its anchored time, the anchor's time in the same rounds): the
+        batch and the task's anchor timed alternately (`tuning.anchor`); none when there is no anchor or the
+        alternated timing failed."""
+        positions = [p for p, r in sorted(measured.items()) if r.ok and anchor.usable(r.median_s)]
+        if session.anchor is None or not positions:
+            return {}
+        programs = (session.anchor.program, *(builds[p].program for p in positions))
+        compared = self.runner.submit_compare(CompareInput(programs, session.inputs, anchor.ROUNDS,
+                                                           anchor.ROUND_S)).result()
+        if not compared.ok:
+            return {}
+        now, times = anchor.anchored_times(session.anchor.time_s, compared.samples)
+        return {p: (t, now) for i, (p, t) in enumerate(zip(positions, times, strict=True), start=1)
+                if i not in compared.wrong}
 
 
 def _no_reference(task: Task, error: ErrorKind, message: str) -> AnsorError:

@@ -1,0 +1,64 @@
+"""Anchored times: each batch's candidates timed alternately with a fixed anchor program, their times read as
+ratios to it.
+
+On a shared host the same program's time moves by 30% and more within a
+tuning run (a Zen 3 guest timed IREE's default of a convolution at 4.5 and
+5.2 ms minutes apart). Candidates measured once each, at different times,
+are then ranked by when they ran: C2D's best record was 1.29x IREE's default
+in the log, and timed alternately with it, 0.97x. Scaling a batch by one
+re-timing of an anchor before and after it does not help (that re-timing is
+as noisy as the candidates, and an anchor that moves to the best candidate
+compounds the errors: a record read 2.1 ms that ran 4.2). So after each batch
+is run (checked and timed one by one), the anchor (IREE's default of the
+task) and the batch's correct programs are timed alternately for a few
+rounds, and each candidate's time is the anchor's recorded time times the
+median of its per-round ratios to the anchor. The time as measured alone and
+the anchor's time in those rounds stay in the record
+(`MeasureResult.measured_s`, `reference_s`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ansor_mlir.core.measure_result import MeasureResult
+from ansor_mlir.measure.builder import BuiltProgram
+
+# Programs slower than this per call are not timed alternately: IREE's default of a large convolution takes
+# seconds per call, and each round calls every program at least once.
+MAX_ANCHOR_S = 0.5
+# Alternated rounds per batch, and the least time each program is called for in a round.
+ROUNDS = 3
+ROUND_S = 0.03
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """The program each batch is timed against, and its recorded time."""
+
+    program: BuiltProgram
+    time_s: float
+
+
+def usable(time_s: float | None) -> bool:
+    """A program this fast is cheap to time alternately with every batch."""
+    return time_s is not None and 0 < time_s <= MAX_ANCHOR_S
+
+
+def anchored_times(anchor_s: float, samples: Sequence[Sequence[float]]) -> tuple[float, list[float]]:
+    """(the anchor's time in these rounds, each other program's anchored time) from per-round times, the
+    anchor's first: the anchor's recorded time times the median of the program's per-round ratios to it."""
+    base = samples[0]
+    ratios = [statistics.median(t / b for t, b in zip(times, base, strict=True)) for times in samples[1:]]
+    return statistics.median(base), [anchor_s * r for r in ratios]
+
+
+def anchored(result: MeasureResult, time_s: float | None, reference_s: float | None) -> MeasureResult:
+    """The result with its anchored time (unchanged without one, or without a time of its own)."""
+    if time_s is None or not result.ok or result.median_s is None:
+        return result
+    scale = time_s / result.median_s
+    spread = result.spread_s * scale if result.spread_s is not None else None
+    return replace(result, median_s=time_s, spread_s=spread, measured_s=result.median_s, reference_s=reference_s)
