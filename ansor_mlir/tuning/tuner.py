@@ -40,7 +40,7 @@ from ansor_mlir.database.records import (
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.builder import Builder, BuildInput
+from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult
 from ansor_mlir.measure.dask_engine import cluster_measurers
 from ansor_mlir.measure.inputs import check_inputs, encode_array, make_inputs
 from ansor_mlir.measure.local_builder import LocalBuilder
@@ -461,8 +461,7 @@ class Tuner:
         self.search_s += time.perf_counter() - started
         return records
 
-
-    def _anchored_times(self, session: TaskSession, builds: list, measured: dict[int, MeasureResult],
+    def _anchored_times(self, session: TaskSession, builds: list[BuildResult], measured: dict[int, MeasureResult],
                         ) -> dict[int, tuple[float, float]]:
         """Per correct program of the batch, (its anchored time, the anchor's time in the same rounds): the
         batch and the task's anchor timed alternately (`tuning.anchor`); none when there is no anchor or the
