@@ -319,8 +319,9 @@ class TransformMicroKernelRule:
     registers across it, modestly unrolled; the cache blocking (`mc`, `nc`,
     `kc`: the cache level of `SSRSRS`) and the workgroup tiles are the knobs.
     Inputs the vector loop reads across (`B` of `A @ B^T`: linear layers,
-    attention scores) are packed into `[k, nr]` panels per cache tile first,
-    as GotoBLAS packs `B`.
+    attention scores) are packed into `[k, nr]` panels first, each `[kc, nc]`
+    cache block once for all the row tiles of its workgroup, as GotoBLAS
+    packs `B`.
     """
 
     name: str = "micro-kernel"
