@@ -32,6 +32,24 @@ def assert_builds_match_reference(target: Target, items: list, workload) -> None
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
+def assert_candidate_matches(target: Target, mlir: str, function: str, task, sketch, values: dict,
+                             inputs: list[np.ndarray], expected: np.ndarray) -> None:
+    """Build one candidate of `sketch` (its knob `values`) for the host, run it once on `inputs` and compare its
+    output with `expected`."""
+    from ansor_mlir.core.schedule import Candidate
+    from ansor_mlir.measure.compare import run_once
+    from ansor_mlir.measure.local_builder import LocalBuilder
+    from ansor_mlir.mlir.iree_compiler import compile_to_phase
+    from ansor_mlir.tuning.tuner import build_input
+
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    flow = compile_to_phase(mlir, target.compile_flags(), "flow", function)
+    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow)])
+    assert build.ok, f"{build.error.value} {build.message}"
+    (got,) = run_once(build.program.vmfb, function, inputs)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
 def matmul_bias_relu(m: int, n: int, k: int, name: str = "mm", transpose_b: bool = False) -> str:
     """`relu(a @ b + bias)`; with `transpose_b`, `b` is stored `[n, k]` (a linear layer's weight, `a @ b^T`)."""
     if transpose_b:

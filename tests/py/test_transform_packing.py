@@ -6,20 +6,16 @@ import random
 
 import numpy as np
 import pytest
-from conftest import matmul_bias_relu
+from conftest import assert_candidate_matches, matmul_bias_relu
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.transform_strategy import render_strategy
 from ansor_mlir.core.schedule import Candidate, MicroKernel, Pack
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.compare import run_once
-from ansor_mlir.measure.local_builder import LocalBuilder
-from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.dag import task_dag
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.tuning.tuner import build_input
 
 M, N, K = 32, 64, 96
 
@@ -80,14 +76,13 @@ def test_panels_over_the_stack_limit_are_rejected(target):
 def test_packed_candidates_compile_run_and_match_numpy(target, packing, k_cache):
     mlir, task, sketch = packing
     assert is_valid(sketch, values(k_cache), task, target)
-    candidate = Candidate(task.key, sketch.index, tuple(sorted(values(k_cache).items())))
-    flow = compile_to_phase(mlir, target.compile_flags(), "flow", "linear")
-    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow)])
-    assert build.ok, f"{build.error.value} {build.message}"
-    rng = np.random.default_rng(0)
+    assert_linear_matches_numpy(target, mlir, task, sketch, values(k_cache), seed=0)
+
+
+def assert_linear_matches_numpy(target, mlir: str, task, sketch, values: dict, seed: int) -> None:
+    rng = np.random.default_rng(seed)
     x, w, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (N, K), (N,)))
-    (got,) = run_once(build.program.vmfb, "linear", [x, w, bias])
-    np.testing.assert_allclose(got, np.maximum(x @ w.T + bias, 0), rtol=1e-4, atol=1e-4)
+    assert_candidate_matches(target, mlir, "linear", task, sketch, values, [x, w, bias], np.maximum(x @ w.T + bias, 0))
 
 
 def test_sampled_packed_candidates_are_valid_and_deterministic(target, packing):
@@ -127,12 +122,4 @@ def test_packed_micro_kernel_packs_each_panel_once_per_row_block(target, packed_
 
 def test_packed_micro_kernel_with_consumers_matches_numpy(target, packed_micro_kernel):
     mlir, task, sketch = packed_micro_kernel
-    values = micro_kernel_values(sketch)
-    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
-    flow = compile_to_phase(mlir, target.compile_flags(), "flow", "linear")
-    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow)])
-    assert build.ok, f"{build.error.value} {build.message}"
-    rng = np.random.default_rng(1)
-    x, w, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (N, K), (N,)))
-    (got,) = run_once(build.program.vmfb, "linear", [x, w, bias])
-    np.testing.assert_allclose(got, np.maximum(x @ w.T + bias, 0), rtol=1e-4, atol=1e-4)
+    assert_linear_matches_numpy(target, mlir, task, sketch, micro_kernel_values(sketch), seed=1)

@@ -9,18 +9,14 @@ import random
 
 import numpy as np
 import pytest
-from conftest import AVX512_CPU, PINNED_CPUS, matmul_bias_relu, pinned_target
+from conftest import AVX512_CPU, PINNED_CPUS, assert_candidate_matches, matmul_bias_relu, pinned_target
 
 from ansor_bench.workloads import make_workload
-from ansor_mlir.core.schedule import Candidate, Pad, TileKnob
+from ansor_mlir.core.schedule import Pad, TileKnob
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.compare import run_once
-from ansor_mlir.measure.local_builder import LocalBuilder
-from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, padded_register_options, sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.tuning.tuner import build_input
 
 # 40 columns are not a whole number of 16-lane vectors, 20 rows have no divisor in 3..8 but 4, 5.
 M, N, K = 20, 40, 36
@@ -95,14 +91,9 @@ def test_non_divisor_tiles_compile_run_and_match_numpy(target, cache_write):
     values = {"d0": (20, 6), "d1": (RUN_N, 2 * lanes), "d2": (12,), "cache_write": (cache_write,), "lowering": (0,),
               "consumer_fusion": (1,)}
     assert is_valid(sketch, values, task, target)
-    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
-    flow = compile_to_phase(mlir, target.compile_flags(), "flow", "mm")
-    (build,) = LocalBuilder(target, workers=1, timeout_s=120).build([build_input(task, sketch, candidate, flow)])
-    assert build.ok, f"{build.error.value} {build.message}"
     rng = np.random.default_rng(0)
     a, b, bias = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((M, K), (K, RUN_N), (RUN_N,)))
-    (got,) = run_once(build.program.vmfb, "mm", [a, b, bias])
-    np.testing.assert_allclose(got, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+    assert_candidate_matches(target, mlir, "mm", task, sketch, values, [a, b, bias], np.maximum(a @ b + bias, 0))
 
 
 @pytest.mark.parametrize("cpu", PINNED_CPUS)
