@@ -68,24 +68,3 @@ class MeasureResult:
             **({"device": self.device} if self.device else {}),
             **({"measured_s": self.measured_s, "reference_s": self.reference_s} if self.measured_s else {}),
         }
-
-    @staticmethod
-    def from_dict(data: dict) -> MeasureResult:
-        return MeasureResult(
-            error=ErrorKind(data["error"]),
-            median_s=data.get("median_s"),
-            spread_s=data.get("spread_s"),
-            repeats=int(data.get("repeats", 0)),
-            compile_s=float(data.get("compile_s", 0.0)),
-            max_abs_error=data.get("max_abs_error"),
-            message=str(data.get("message", "")),
-            worker=str(data.get("worker", "")),
-            device=str(data.get("device", "")),
-            measured_s=_optional_time(data.get("measured_s")),
-            reference_s=_optional_time(data.get("reference_s")),
-        )
-
-
-def _optional_time(value: object) -> float | None:
-    """A recorded time, or None where the log has none (or not a number)."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
