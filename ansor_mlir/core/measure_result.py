@@ -36,8 +36,9 @@ class MeasureResult:
     # empty when nothing ran (a build failure) or in logs written before these fields existed.
     worker: str = ""
     device: str = ""
-    # Anchored times (`tuning.anchor`): `median_s` and `spread_s` are scaled to the anchor program's recorded
-    # speed; `measured_s` is the median as timed and `reference_s` the anchor's time around the same batch.
+    # Anchored times (`tuning.anchor`): `median_s` and `spread_s` are the anchor's recorded time times the
+    # program's median ratio to it in alternated rounds; `measured_s` is the median timed alone and
+    # `reference_s` the anchor's median in those rounds.
     measured_s: float | None = None
     reference_s: float | None = None
 
