@@ -35,7 +35,7 @@ from ansor_mlir.space.decisions import FUSION
 from ansor_mlir.space.gpu_mapping import is_gpu_sketch, is_valid_gpu
 from ansor_mlir.space.implicit_gemm import sketch_dag
 from ansor_mlir.space.limits import limits
-from ansor_mlir.space.micro_kernel import micro_kernel_fits
+from ansor_mlir.space.micro_kernel import least_cache_k, micro_kernel_fits
 from ansor_mlir.space.resolve import Resolved, has_interior_unit_dim, input_tiles, resolve
 
 MAX_TRIES = 200
@@ -46,12 +46,13 @@ def divisors(n: int) -> tuple[int, ...]:
     return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
-def sample_chain(knob: TileKnob, rng: random.Random, lanes: int = 1) -> tuple[int, ...]:
+def sample_chain(knob: TileKnob, rng: random.Random, lanes: int = 1, floor: int = 1) -> tuple[int, ...]:
     """Tile sizes for one loop, outer to inner, each dividing the one above.
 
     With `lanes > 1` the innermost tile is drawn first among whole vectors
     (multiples of `lanes`, or the whole loop) and every outer tile is a
     multiple of it, so the loop vectors run along never needs rejecting.
+    Tiles above the innermost are at least `floor` (or the whole bound).
     """
     inner = None
     if lanes > 1:
@@ -62,7 +63,8 @@ def sample_chain(knob: TileKnob, rng: random.Random, lanes: int = 1) -> tuple[in
         if inner is not None and i == len(knob.levels) - 1:
             size = inner
         else:
-            size = rng.choice([d for d in divisors(bound) if inner is None or d % inner == 0])
+            least = min(floor, bound) if i < len(knob.levels) - 1 else 1
+            size = rng.choice([d for d in divisors(bound) if (inner is None or d % inner == 0) and d >= least])
         sizes.append(size)
         bound = size
     return tuple(sizes)
@@ -100,13 +102,25 @@ def sample_padded_chain(knob: TileKnob, rng: random.Random, lanes: int = 1) -> t
     return (*outer, rng.choice(options))
 
 
-def sample_value(knob: Knob, rng: random.Random, lanes: int = 1) -> tuple[int, ...]:
-    """A random value for any knob: a tile chain or an option index."""
+def sample_value(knob: Knob, rng: random.Random, lanes: int = 1, floor: int = 1) -> tuple[int, ...]:
+    """A random value for any knob: a tile chain (outer tiles at least `floor`) or an option index."""
     if isinstance(knob, ChoiceKnob):
         return (rng.randrange(len(knob.options)),)
     if knob.padded:
         return sample_padded_chain(knob, rng, lanes)
-    return sample_chain(knob, rng, lanes)
+    return sample_chain(knob, rng, lanes, floor)
+
+
+def cache_floors(sketch: Sketch, task: Task) -> dict[str, int]:
+    """Knobs whose tiles above the register level have a least size (what `is_valid` checks): a micro-kernel's
+    innermost reduction loop, `least_cache_k` steps per cache tile (`micro_kernel_fits`)."""
+    if sketch.step(MicroKernel) is None:
+        return {}
+    dag = sketch_dag(sketch, task)
+    if dag is None:
+        return {}
+    k = dag.ops[dag.root].reduction_dims[-1]
+    return {knob.name: least_cache_k(knob) for knob in tile_knobs(sketch.knobs) if knob.of_root and knob.dim == k}
 
 
 def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:
@@ -267,9 +281,10 @@ def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Ran
     """One random valid candidate of a sketch, or None if none was found."""
     if not sketch.knobs:
         return Candidate(task.key, sketch.index, ())
-    lanes = vector_knobs(sketch, task, target)
+    lanes, floors = vector_knobs(sketch, task, target), cache_floors(sketch, task)
     for _ in range(MAX_TRIES):
-        values = {knob.name: sample_value(knob, rng, lanes.get(knob.name, 1)) for knob in sketch.knobs}
+        values = {knob.name: sample_value(knob, rng, lanes.get(knob.name, 1), floors.get(knob.name, 1))
+                  for knob in sketch.knobs}
         if is_valid(sketch, values, task, target):
             return Candidate(task.key, sketch.index, tuple(sorted(values.items())))
     return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ansor_mlir.core.schedule import Family, MicroKernel, micro_kernel_shape
+from ansor_mlir.core.schedule import Family, MicroKernel, TileKnob, micro_kernel_shape, tile_knobs
 from ansor_mlir.core.target import Target
 from ansor_mlir.space.dag import Dag, operands_along, output_dims, unit_register_dims, vector_loop
 from ansor_mlir.space.decisions import FUSION, MAX_K_UNROLL
@@ -27,6 +27,17 @@ from ansor_mlir.space.resolve import Resolved
 MAX_ROW_VECTORS = 4
 # Vector registers a micro-kernel needs besides its accumulators and B vectors: one broadcast of A.
 BROADCAST_REGISTERS = 1
+# The least reduction steps a cache tile gives a micro-kernel (`kc`; less only where the knob's largest tile is
+# less): the accumulators are loaded and stored once per cache tile, 2 memory operations per `kc` FMAs of each
+# (a grouped conv's implicit GEMM with `kc = 1` stored its 8 accumulators beside its 8 FMAs; BLAS libraries
+# use `kc` in the hundreds).
+MIN_CACHE_K = 16
+
+
+def least_cache_k(knob: TileKnob) -> int:
+    """The least cache tile of a micro-kernel's innermost reduction loop (`MIN_CACHE_K`, or the knob's largest
+    tile: an implicit GEMM's K tiles divide the input channels)."""
+    return min(MIN_CACHE_K, knob.outer_bound)
 
 
 @dataclass(frozen=True)
@@ -135,7 +146,8 @@ def peeled_rows(resolved: Resolved) -> int | None:
 def micro_kernel_fits(resolved: Resolved, target: Target) -> bool:
     """Every cache and workgroup tile holds whole `nr` columns and at least one `mr`-row tile, whole ones unless
     the shape is a peeled one (`peeled_rows`, where the strategy can peel: a chain of ops fused into the
-    register tile, or none after the root), and the reduction unroll is modest: none for a shape with a
+    register tile, or none after the root), the cache tile gives the innermost reduction loop at least
+    `MIN_CACHE_K` steps, and the reduction unroll is modest: none for a shape with a
     single register to spare (6x16 with k unrolled 2 spilled 17 times per iteration on AVX2 and ran 0.72x
     IREE's default, unrolled 1 it ran 1.13x; 14x32 unrolled 4 spilled 24 times on AVX-512)."""
     step = resolved.sketch.step(MicroKernel)
@@ -151,6 +163,9 @@ def micro_kernel_fits(resolved: Resolved, target: Target) -> bool:
     if peeled_rows(resolved) is not None and not peelable(resolved):
         return False
     reduction = [d for d, it in enumerate(resolved.iterator_types) if it == "reduction"]
+    k_knob = next((k for k in tile_knobs(resolved.sketch.knobs) if k.of_root and k.dim == reduction[-1]), None)
+    if k_knob is not None and len(k_knob.levels) > 1 and above[reduction[-1]] < least_cache_k(k_knob):
+        return False
     unroll = prod(resolved.register[d] for d in reduction)
     vectors = nr // target.vector_lanes(resolved.task.root.element_bytes)
     return unroll <= (1 if tight(mr, vectors, target) else MAX_K_UNROLL)

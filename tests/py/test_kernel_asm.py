@@ -56,6 +56,15 @@ def test_spills_and_gathers_are_found_and_indexed_stack_buffers_are_data():
     assert hot_loop("\tretq\n") is None
 
 
+def test_accumulators_stored_in_the_loop_are_no_micro_kernel():
+    """Accumulators written back to the output each iteration (a direct convolution whose row tiles were cut
+    inside its reduction steps) are stores beside the FMAs, not spills."""
+    storing = CLEAN.replace("\taddq\t$4, %rcx", "\tvmovups\t%zmm1, 64(%r11,%r14,4)\n\taddq\t$4, %rcx")
+    loop = hot_loop(storing)
+    assert (loop.vector_stores, loop.spills) == (1, 0) and not loop.is_micro_kernel
+    assert hot_loop(CLEAN).vector_stores == 0
+
+
 def test_library_code_linked_beside_the_dispatch_is_not_the_hot_loop():
     """IREE links libm into the executable: its loops (more FMAs than a 2x32 AVX2 kernel) are not the kernel."""
     library = "log:\n" + SPILLING.replace("vfmadd231ps\t%zmm0, %zmm5, %zmm1", "vfmadd231ps\t%zmm0, %zmm5, %zmm1\n" * 5)

@@ -27,7 +27,7 @@ from ansor_mlir.measure.kernel_asm import dump_assembly, hot_loop
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
-from ansor_mlir.space.micro_kernel import MAX_K_UNROLL, peeled_rows, register_shapes
+from ansor_mlir.space.micro_kernel import MAX_K_UNROLL, MIN_CACHE_K, peeled_rows, register_shapes
 from ansor_mlir.space.resolve import resolve
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.tuner import build_input
@@ -119,8 +119,20 @@ def test_sampled_candidates_are_whole_micro_kernels(pinned, family):
         assert resolved.above_register[0] >= mr and resolved.above_register[1] % nr == 0
         assert (resolved.above_register[0] % mr == 0) == (peeled_rows(resolved) is None)
         assert family is Family.TRANSFORM or peeled_rows(resolved) is None  # IREE's pipeline masks: 0.53x
+        if family is Family.TRANSFORM:  # the accumulators stay for at least `MIN_CACHE_K` reduction steps
+            assert resolved.above_register[2] >= MIN_CACHE_K
     rows = (256, 1) if family is Family.TRANSFORM else (1,)
     assert not is_valid(sketch, {**dict(first[0].values), "d0": rows}, task, pinned)  # a row is no block
+
+
+def test_a_cache_tile_of_few_reduction_steps_is_no_micro_kernel(target):
+    """With `kc` below `MIN_CACHE_K` the accumulators are loaded and stored every few FMAs: rejected before
+    compiling, unless the loop's largest tile is that short (an implicit GEMM's K tiles divide its channels)."""
+    task = main_task(extract_tasks(matmul_bias_relu(256, 256, 256), target, "mm"))
+    sketch = micro_kernel_sketch(task, target)
+    values = dict(sample_candidate(sketch, task, target, random.Random(0)).values)
+    assert is_valid(sketch, {**values, "d2": (MIN_CACHE_K, 1)}, task, target)
+    assert not is_valid(sketch, {**values, "d2": (MIN_CACHE_K // 2, 1)}, task, target)
 
 
 @pytest.mark.parametrize(("family", "shape"), [(Family.TRANSFORM, 0), (Family.TRANSFORM, 1),
