@@ -98,6 +98,9 @@ def test_rule_reads_loop_structure(target):
     plain_ones = [DIL, stride_1, ("DEP", (1, 16, 16, 32, 3, 2, 1)), ("GMM", (1, 32, 32, 32))]
     for plain in plain_ones:
         assert implicit_gemm_sketch(task_of(plain, target), target) is None, plain[0]
+    # 3 input channels a tap (a first layer): the im2col gather would be scalar, the direct convolution's
+    # micro-kernel tiles it (`test_window_micro_kernel.py`).
+    assert implicit_gemm_sketch(task_of(("C2D", (1, 32, 32, 3, 32, 7, 2, 3)), target), target) is None
 
 
 def test_candidates_compile_for_pinned_cpus(pinned):
