@@ -158,7 +158,7 @@ def micro_kernel_fits(resolved: Resolved, target: Target) -> bool:
     workgroup = [size or extent for size, extent in zip(
         resolved.per_level.get("distribution", [0] * len(above)), resolved.extents, strict=True)]
     for tiles in (above, workgroup):
-        if tiles[step.cols] % nr or tiles[step.rows] < mr or (step.unrolled and tiles[step.rows] % mr):
+        if tiles[step.cols] % nr or tiles[step.rows] < mr:
             return False
     if peeled_rows(resolved) is not None and not peelable(resolved):
         return False

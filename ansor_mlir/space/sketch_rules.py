@@ -360,8 +360,10 @@ class TransformWindowMicroKernelRule:
     FMAs per filter row it loads. Here the `mr` rows are unrolled (each reads
     its input scalar as a broadcast and reuses the filter vectors), as
     oneDNN's direct convolutions do; the shapes are the target's `MRxNR`
-    tiles, the cache blocking and workgroups the knobs. Applies where the root
-    has no micro-kernel over ordinary rows (`micro_kernel_loops`).
+    tiles (and the largest with a register to spare, its last partial row
+    tile peeled: DIL's 109 pixels a row are prime), the cache blocking and
+    workgroups the knobs. Applies where the root has no micro-kernel over
+    ordinary rows (`micro_kernel_loops`).
     """
 
     name: str = "window-micro-kernel"
@@ -372,7 +374,7 @@ class TransformWindowMicroKernelRule:
     def _shapes(self, task: Task, target: Target) -> tuple[micro_kernel.MicroKernelLoops | None, tuple[str, ...]]:
         if micro_kernel_shapes(task, target)[0] is not None:
             return None, ()
-        return micro_kernel_shapes(task, target, whole_k=True, window_rows=True)
+        return micro_kernel_shapes(task, target, peel=True, whole_k=True, window_rows=True)
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]:
         loops, shapes = self._shapes(task, target)

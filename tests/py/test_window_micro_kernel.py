@@ -36,6 +36,8 @@ from ansor_mlir.tuning.tuner import build_input
 C3D = ("C3D", (1, 8, 16, 16, 3, 32, 7, 2, 3))
 C2D_STRIDED = ("C2D", (1, 32, 32, 3, 32, 7, 2, 3))
 DIL = ("DIL", (1, 20, 20, 8, 32, 3, 2, 2, 2))
+# 13 output columns (prime): no register shape divides them, the last partial row tile is peeled.
+C2D_PRIME = ("C2D", (1, 26, 26, 3, 32, 3, 2, 1))
 
 
 def task_of(workload: tuple[str, tuple[int, ...]], target: Target) -> Task:
@@ -61,7 +63,7 @@ def pinned(request) -> Target:
 
 
 def test_rule_reads_loop_structure(target):
-    for workload in (C3D, C2D_STRIDED, DIL):
+    for workload in (C3D, C2D_STRIDED, DIL, C2D_PRIME):
         task = task_of(workload, target)
         sketch = window_sketch(task, target)
         assert sketch is not None, workload
@@ -87,7 +89,7 @@ def test_candidates_compile_for_pinned_cpus(pinned):
         assert build.ok, f"{build.error.value} {build.message}"
 
 
-@pytest.mark.parametrize("workload", [C3D, C2D_STRIDED], ids=lambda w: w[0])
+@pytest.mark.parametrize("workload", [C3D, C2D_STRIDED, C2D_PRIME], ids=["C3D", "C2D", "C2D-prime"])
 def test_candidates_run_match_numpy_and_unroll_whole_register_tiles(workload, target):
     name, shape = workload
     task = task_of(workload, target)
