@@ -374,12 +374,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             if i != dag.root:
                 handles[i] = s.pad(handles[i], op, task.root.element_type, list(range(len(op.extents))))
 
-    # 4c. A micro-kernel's reduction unroll: single reduction steps, unrolled, not one contraction over a
-    # vector of `u` steps, which reads each row of `A` as a `u`-vector and broadcasts its elements with
-    # shuffles; a single step's elements are scalar loads that broadcast from memory (`vbroadcastss`). On
-    # Zen 3 the 512^3 example's 4x16 kernel with `u = 2` ran 0.62x the same kernel with `u = 1` (packed) and
-    # 0.80x unpacked.
-    # 4d. A window micro-kernel's rows (no vector spans them): single rows, unrolled, each reusing the filter
+    # 4c. A window micro-kernel's rows (no vector spans them): single rows, unrolled, each reusing the filter
     # vectors (loaded once per reduction step, shared by CSE). The row loop is cut outside the reduction steps:
     # inside them, each step read, updated and wrote back every row's accumulator in turn and the writes
     # stayed in the hot loop as stores to the output (C2D's 4x16 tile: 24 stores per 24 FMAs, 0.45x IREE's
@@ -390,6 +385,11 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     if window_rows:
         rows = [1 if d == kernel.rows else 0 for d in range(len(root.extents))]
         handles[dag.root], (row_loop,) = s.tile_for(handles[dag.root], rows)
+    # 4d. A micro-kernel's reduction unroll: single reduction steps, unrolled, not one contraction over a
+    # vector of `u` steps, which reads each row of `A` as a `u`-vector and broadcasts its elements with
+    # shuffles; a single step's elements are scalar loads that broadcast from memory (`vbroadcastss`). On
+    # Zen 3 the 512^3 example's 4x16 kernel with `u = 2` ran 0.62x the same kernel with `u = 1` (packed) and
+    # 0.80x unpacked.
     unroll = tiles.register[root.reduction_dims[-1]] if isinstance(kernel, MicroKernel) else 1
     if unroll > 1:
         steps = [1 if d == root.reduction_dims[-1] else 0 for d in range(len(root.extents))]

@@ -35,7 +35,7 @@ from ansor_mlir.space.decisions import FUSION
 from ansor_mlir.space.gpu_mapping import is_gpu_sketch, is_valid_gpu
 from ansor_mlir.space.implicit_gemm import sketch_dag
 from ansor_mlir.space.limits import limits
-from ansor_mlir.space.micro_kernel import least_cache_k, micro_kernel_fits
+from ansor_mlir.space.micro_kernel import least_cache_k, micro_kernel_fits, reduction_knob
 from ansor_mlir.space.resolve import Resolved, has_interior_unit_dim, input_tiles, resolve
 
 MAX_TRIES = 200
@@ -119,8 +119,8 @@ def cache_floors(sketch: Sketch, task: Task) -> dict[str, int]:
     dag = sketch_dag(sketch, task)
     if dag is None:
         return {}
-    k = dag.ops[dag.root].reduction_dims[-1]
-    return {knob.name: least_cache_k(knob) for knob in tile_knobs(sketch.knobs) if knob.of_root and knob.dim == k}
+    knob = reduction_knob(sketch, dag.ops[dag.root].reduction_dims[-1])
+    return {knob.name: least_cache_k(knob)} if knob is not None else {}
 
 
 def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ansor_mlir.core.schedule import Family, MicroKernel, TileKnob, micro_kernel_shape, tile_knobs
+from ansor_mlir.core.schedule import Family, MicroKernel, Sketch, TileKnob, micro_kernel_shape, tile_knobs
 from ansor_mlir.core.target import Target
 from ansor_mlir.space.dag import Dag, operands_along, output_dims, unit_register_dims, vector_loop
 from ansor_mlir.space.decisions import FUSION, MAX_K_UNROLL
@@ -32,6 +32,11 @@ BROADCAST_REGISTERS = 1
 # (a grouped conv's implicit GEMM with `kc = 1` stored its 8 accumulators beside its 8 FMAs; BLAS libraries
 # use `kc` in the hundreds).
 MIN_CACHE_K = 16
+
+
+def reduction_knob(sketch: Sketch, k: int) -> TileKnob | None:
+    """The tile knob of the root's innermost reduction loop `k` (None where it is not a knob)."""
+    return next((knob for knob in tile_knobs(sketch.knobs) if knob.of_root and knob.dim == k), None)
 
 
 def least_cache_k(knob: TileKnob) -> int:
@@ -163,7 +168,7 @@ def micro_kernel_fits(resolved: Resolved, target: Target) -> bool:
     if peeled_rows(resolved) is not None and not peelable(resolved):
         return False
     reduction = [d for d, it in enumerate(resolved.iterator_types) if it == "reduction"]
-    k_knob = next((k for k in tile_knobs(resolved.sketch.knobs) if k.of_root and k.dim == reduction[-1]), None)
+    k_knob = reduction_knob(resolved.sketch, reduction[-1])
     if k_knob is not None and len(k_knob.levels) > 1 and above[reduction[-1]] < least_cache_k(k_knob):
         return False
     unroll = prod(resolved.register[d] for d in reduction)
