@@ -301,7 +301,8 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             f"- Threads: {threads} everywhere (IREE `{device}`, `torch.set_num_threads({threads})`, "
             f"OMP/OPENBLAS/MKL/TVM_NUM_THREADS={threads}, TVM target `num-cores` {threads}).{chosen}",
             f"- Timing: all correct contenders of an op timed alternately in {b['rounds']} rounds of at least "
-            f"{b['min_round_ms']} ms each on the same inputs; median per call. The machine is shared and noisy: "
+            f"{b['min_round_ms']} ms each on the same inputs, each after an untimed warm-up of half a round "
+            "(`ansor_bench/timing.py`); median per call. The machine is shared and noisy: "
             "compare ratios within a row, not absolute times across runs.",
             "- Correctness: every contender's output is checked against the workload's numpy (float64) reference "
             "first; a mismatch is reported as `wrong` and never timed.",

@@ -4,7 +4,13 @@
 benchmark also times PyTorch, numpy and TVM, so it alternates plain callables
 with the same scheme: every round runs each contender for a short slice in
 turn, so load from other processes on a shared machine hits all of them
-alike, and medians over all rounds are compared.
+alike, and medians over all rounds are compared. Each timed slice follows an
+untimed warm-up slice of the same contender: with several threads, each
+runtime keeps its own worker pool, and the first calls after another
+contender's slice are slow while its pool wakes and the other's winds down
+(Zen 3, 2 threads, DIL: ansor-mlir's program read 5.9 ms in the slice after
+TVM's without a warm-up and 2.0-2.5 ms with one; PyTorch moved the other
+way, 3.0 against 4.2-6.9 ms).
 """
 
 from __future__ import annotations
@@ -33,15 +39,21 @@ class Timing:
 
 
 def time_alternately(
-    contenders: dict[str, Callable[[], object]], rounds: int = 10, min_round_s: float = 0.05
+    contenders: dict[str, Callable[[], object]], rounds: int = 10, min_round_s: float = 0.05,
+    warm_s: float | None = None,
 ) -> dict[str, Timing]:
-    """Time each callable in interleaved rounds; each round calls it for at least `min_round_s`."""
+    """Time each callable in interleaved rounds; each round calls it for at least `min_round_s`, after an
+    untimed warm-up of `warm_s` (default: half a round)."""
+    warm_s = min_round_s / 2 if warm_s is None else warm_s
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     per_round: dict[str, list[float]] = {name: [] for name in contenders}
     for fn in contenders.values():
         fn()
     for _ in range(rounds):
         for name, fn in contenders.items():
+            warm_until = time.perf_counter() + warm_s
+            while time.perf_counter() < warm_until:
+                fn()
             this_round = []
             deadline = time.perf_counter() + min_round_s
             while True:
