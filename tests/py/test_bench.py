@@ -143,7 +143,7 @@ def test_alternating_rounds_time_each_contender_after_a_warm_up():
     """A contender whose first calls after another's slice are slow (a worker pool waking) is timed warm."""
     last = {"who": None, "slow": 0}
 
-    def contender(who: str, normal_s: float):
+    def contender(who: str):
         def call() -> None:
             if last["who"] != who:
                 last["who"], last["slow"] = who, 4 if who == "pool" else 0
@@ -151,10 +151,10 @@ def test_alternating_rounds_time_each_contender_after_a_warm_up():
                 last["slow"] -= 1
                 time.sleep(0.003)
             else:
-                time.sleep(normal_s)
+                time.sleep(0.001)
         return call
 
-    contenders = {"other": contender("other", 0.001), "pool": contender("pool", 0.001)}
+    contenders = {"other": contender("other"), "pool": contender("pool")}
     warm = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.02)
     cold = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.0)
     assert warm["pool"].median_s < 0.002 <= cold["pool"].median_s
