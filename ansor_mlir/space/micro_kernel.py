@@ -97,6 +97,23 @@ def tight(mr: int, vectors: int, target: Target) -> bool:
     return mr * vectors + vectors + BROADCAST_REGISTERS + 1 >= target.vector_registers
 
 
+def unroll_limit(mr: int, vectors: int, target: Target, window_whole_k: bool = False) -> int:
+    """The largest reduction unroll an `mr x (vectors * lanes)` register tile keeps spill-free: 1 for a tight
+    tile (`tight`), whose unrolled steps' `B` vectors LLVM loads ahead together (6x16 with `k` unrolled 2
+    spilled 17 times per iteration on AVX2), else `MAX_K_UNROLL`.
+
+    `window_whole_k` (a window micro-kernel whose short innermost reduction
+    loop is unrolled whole) keeps the tight tiles: C3D's 6x16 tiles with its 3
+    input channels unrolled compile to 36 FMAs, 6 filter loads and 18
+    broadcasts with no spill for `znver3` and `haswell`, 14x32 to 84 FMAs with
+    none for `sapphirerapids`, and on Zen 3 the 6x16 tile with the whole
+    window in the cache tile ran 1.11x the best 2x32 tiling. For `znver4`
+    LLVM's schedule spills 7-9 zmm per 84 FMAs of the 14x32 tile; there the
+    measurement, not this limit, ranks it.
+    """
+    return MAX_K_UNROLL if window_whole_k or not tight(mr, vectors, target) else 1
+
+
 def whole_k_unroll(dag: Dag) -> int:
     """The unroll a micro-kernel's innermost reduction loop always gets: its whole extent when it is at most
     `MAX_K_UNROLL` (`decisions.micro_kernel_steps`), else 1 (a knob)."""
@@ -105,7 +122,8 @@ def whole_k_unroll(dag: Dag) -> int:
 
 
 def register_shapes(
-    rows_extent: int, cols_extent: int, target: Target, element_bytes: int, peel: bool = False, k_unroll: int = 1
+    rows_extent: int, cols_extent: int, target: Target, element_bytes: int, peel: bool = False, k_unroll: int = 1,
+    window_rows: bool = False,
 ) -> tuple[str, ...]:
     """`MRxNR` register tiles of the target: accumulators plus one row of B vectors and a broadcast fit the vector
     register file, at least half of it is accumulators, `nr` divides its loop (smallest `nr` first).
@@ -115,7 +133,8 @@ def register_shapes(
     ymm, 14x32 with 32 zmm, over 512 rows): the strategy peels the last
     partial row tile (`loop.peel`). On this Xeon's AVX2 code 6x16 ran 1.13x
     faster than 4x16, the largest divisor shape. A `k_unroll` above 1 (a short
-    reduction loop unrolled whole) leaves out the tight shapes (`tight`).
+    reduction loop unrolled whole) leaves out the shapes whose `unroll_limit`
+    it exceeds (the tight ones, unless the rows are a window loop).
     """
     lanes = target.vector_lanes(element_bytes)
     registers = target.vector_registers
@@ -130,7 +149,7 @@ def register_shapes(
         fitting = [mr for mr in range(1, rows_extent + 1)
                    if 2 * mr * vectors >= registers and mr * vectors + vectors + BROADCAST_REGISTERS <= registers
                    and mr * nr * element_bytes <= accumulator_bytes
-                   and (k_unroll == 1 or not tight(mr, vectors, target))]
+                   and k_unroll <= unroll_limit(mr, vectors, target, window_rows and k_unroll > 1)]
         shapes += [f"{mr}x{nr}" for mr in fitting if rows_extent % mr == 0]
         spare = [mr for mr in fitting if (mr * vectors + vectors + BROADCAST_REGISTERS) < registers]
         if peel and vectors > 1 and spare and rows_extent % spare[-1]:
@@ -152,7 +171,7 @@ def micro_kernel_fits(resolved: Resolved, target: Target) -> bool:
     """Every cache and workgroup tile holds whole `nr` columns and at least one `mr`-row tile, whole ones unless
     the shape is a peeled one (`peeled_rows`, where the strategy can peel: a chain of ops fused into the
     register tile, or none after the root), the cache tile gives the innermost reduction loop at least
-    `MIN_CACHE_K` steps, and the reduction unroll is modest: none for a shape with a
+    `MIN_CACHE_K` steps, and the reduction unroll is within `unroll_limit`: none for an ordinary shape with a
     single register to spare (6x16 with k unrolled 2 spilled 17 times per iteration on AVX2 and ran 0.72x
     IREE's default, unrolled 1 it ran 1.13x; 14x32 unrolled 4 spilled 24 times on AVX-512)."""
     step = resolved.sketch.step(MicroKernel)
@@ -173,7 +192,8 @@ def micro_kernel_fits(resolved: Resolved, target: Target) -> bool:
         return False
     unroll = prod(resolved.register[d] for d in reduction)
     vectors = nr // target.vector_lanes(resolved.task.root.element_bytes)
-    return unroll <= (1 if tight(mr, vectors, target) else MAX_K_UNROLL)
+    # No knob on the innermost reduction loop: it is unrolled whole (`decisions.micro_kernel_steps`).
+    return unroll <= unroll_limit(mr, vectors, target, step.unrolled and k_knob is None)
 
 
 def peelable(resolved: Resolved) -> bool:

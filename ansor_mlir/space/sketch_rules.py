@@ -267,7 +267,7 @@ def micro_kernel_shapes(
     root = dag.ops[dag.root]
     k_unroll = micro_kernel.whole_k_unroll(dag) if whole_k else 1
     return loops, micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
-                                               task.root.element_bytes, peel, k_unroll)
+                                               task.root.element_bytes, peel, k_unroll, loops.unrolled)
 
 
 @dataclass(frozen=True)

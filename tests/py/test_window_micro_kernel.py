@@ -120,3 +120,27 @@ def test_candidates_run_match_numpy_and_unroll_whole_register_tiles(workload, ta
     loop = max((r for r in reports if r is not None), key=lambda r: r.fmas)
     assert loop.is_micro_kernel, (knob.options[largest], loop)
     assert loop.fmas % (mr * nr // target.vector_lanes(4)) == 0, loop
+
+
+# 14 output columns of 3 channels: the tight register tiles (one register to spare) apply, 6x16 peeled on AVX2.
+C3D_WIDE = ("C3D", (1, 4, 28, 28, 3, 32, 7, 2, 3))
+
+
+@pytest.mark.parametrize(("cpu", "shape"), [("znver3", "6x16"), ("sapphirerapids", "14x32")])
+def test_tight_tiles_keep_the_whole_channel_unroll_without_spills(cpu, shape):
+    """Compile-only: a window micro-kernel offers the tight tile with its 3 input channels unrolled whole, and
+    its hot loop holds every accumulator in registers (an ordinary micro-kernel offers none with `k` unrolled)."""
+    target = resolve_target(Target(cpu=cpu))
+    task = task_of(C3D_WIDE, target)
+    sketch = window_sketch(task, target)
+    (knob,) = sketch.step(MicroKernel).knobs
+    assert shape in knob.options, knob.options
+    candidate = next(c for c in (sample_candidate(sketch, task, target, random.Random(s)) for s in range(400))
+                     if c is not None and c.choice(knob) == shape)
+    flow = compile_to_phase(make_workload(*C3D_WIDE).mlir, target.compile_flags(), "flow", C3D_WIDE[0])
+    text, _ = attach_configs(flow, {}, C3D_WIDE[0], {task.key: build_input(task, sketch, candidate, flow).strategy})
+    with tempfile.TemporaryDirectory() as tmp:
+        reports = [hot_loop(path.read_text()) for path in dump_assembly(text, Path(tmp))]
+    loop = max((r for r in reports if r is not None), key=lambda r: r.fmas)
+    mr, nr = micro_kernel_shape(shape)
+    assert loop.fmas == mr * nr // target.vector_lanes(4) * 3 and loop.spills == 0, loop
