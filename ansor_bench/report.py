@@ -285,6 +285,8 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
         "says where it chose `local-sync`.")
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     b = m["budgets"]
+    # Runs before the warm-up existed carry no `warm_ms`.
+    warm = f", each after an untimed warm-up of {b['warm_ms']:g} ms" if "warm_ms" in b else ""
     unavailable = [c for c in report.cells if c.status != OK]
     parts = [
         f"# Benchmarks: the Ansor paper suite, batch 1, {_threads_text(threads)}",
@@ -301,7 +303,7 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             f"- Threads: {threads} everywhere (IREE `{device}`, `torch.set_num_threads({threads})`, "
             f"OMP/OPENBLAS/MKL/TVM_NUM_THREADS={threads}, TVM target `num-cores` {threads}).{chosen}",
             f"- Timing: all correct contenders of an op timed alternately in {b['rounds']} rounds of at least "
-            f"{b['min_round_ms']} ms each on the same inputs, each after an untimed warm-up of half a round "
+            f"{b['min_round_ms']} ms each on the same inputs{warm} "
             "(`ansor_bench/timing.py`); median per call. The machine is shared and noisy: "
             "compare ratios within a row, not absolute times across runs.",
             "- Correctness: every contender's output is checked against the workload's numpy (float64) reference "

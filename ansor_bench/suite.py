@@ -59,6 +59,12 @@ class Curve:
 class TimingPlan:
     rounds: int = 10
     min_round_s: float = 0.05
+    # The untimed warm-up before each timed slice (`time_alternately`): None is half a round.
+    warm_s: float | None = None
+
+    @property
+    def warm_up_s(self) -> float:
+        return self.min_round_s / 2 if self.warm_s is None else self.warm_s
 
 
 def rescored(cell: Cell, workload: Workload, roofline: Roofline) -> Cell:
@@ -120,7 +126,8 @@ def run_workload(
         ready[contender.name] = prepared
     if ready:
         status(f"{workload.label}: timing {len(ready)} contenders alternately")
-        times = time_alternately({name: p.call for name, p in ready.items()}, plan.rounds, plan.min_round_s)
+        times = time_alternately({name: p.call for name, p in ready.items()}, plan.rounds, plan.min_round_s,
+                                 plan.warm_up_s)
         for name, prepared in ready.items():
             cells[name] = _timed_cell(workload, name, prepared, times[name], roofline)
     return [cells[c.name] for c in contenders], curves

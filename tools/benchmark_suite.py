@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         map(str, args.shapes))
     budgets = {"trials": settings.trials, "tvm_trials": settings.tvm_trials, "shapes": shapes,
                "rewrites": settings.rewrites,
-               "rounds": plan.rounds, "min_round_ms": int(plan.min_round_s * 1e3)}
+               "rounds": plan.rounds, "min_round_ms": int(plan.min_round_s * 1e3),
+               "warm_ms": plan.warm_up_s * 1e3}
     command = "python tools/benchmark_suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     meta = rep.run_metadata(command, budgets, REPO, args.threads)
     meta["peak_check"] = peak_check(resolve_target(target).resolved_cpu, roofline.peak_flops / args.threads,
