@@ -22,12 +22,23 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ansor_mlir.core.measure_result import MeasureResult
-from ansor_mlir.core.schedule import Candidate, ChoiceKnob, Sketch
+from ansor_mlir.core.schedule import Candidate, ChoiceKnob, Knob, Sketch, tile_knobs
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.model.cost_model import CostModel, TrainingSet
 from ansor_mlir.model.features import featurize_many
-from ansor_mlir.space.annotation import divisors, is_valid, padded_register_options, sample_fresh, vector_knobs
+from ansor_mlir.space.annotation import (
+    cache_floors,
+    divisors,
+    is_valid,
+    padded_register_options,
+    sample_fresh,
+    sample_value,
+    vector_knobs,
+)
+
+# Re-samples of another knob tried when a mutation alone leaves the candidate invalid (`repaired`).
+REPAIRS = 8
 
 
 @dataclass(frozen=True)
@@ -73,8 +84,32 @@ def mutate(candidate: Candidate, sketch: Sketch, task: Task, target: Target, rng
                 chain[inner] = math.gcd(chain[inner], chain[inner - 1])
             new = tuple(chain)
         trial = {**values, knob.name: new}
-        if is_valid(sketch, trial, task, target):
+        if is_valid(sketch, trial, task, target) or (trial := repaired(trial, knob, sketch, task, target, rng)):
             return Candidate(candidate.task_key, candidate.sketch_index, tuple(sorted(trial.items())))
+    return None
+
+
+def repaired(
+    values: dict[str, tuple[int, ...]], changed: Knob, sketch: Sketch, task: Task, target: Target, rng: random.Random
+) -> dict[str, tuple[int, ...]] | None:
+    """`values` made valid by re-sampling one other tile knob whole, or None after `REPAIRS` tries.
+
+    A change that one knob alone cannot make valid is otherwise out of reach
+    of mutation: a micro-kernel of 4x16 whose row tile is 4 cannot become
+    6x16 (rows of at least 6) by changing either the shape or the tile, so
+    the search stayed on the shape its first good sample had (C3D: 27
+    window candidates of 4x16, one of 6x16, while a 6x16 tiling ran 1.07x
+    the best 4x16).
+    """
+    others = [k for k in tile_knobs(sketch.knobs) if k.name != changed.name]
+    if not others:
+        return None
+    lanes, floors = vector_knobs(sketch, task, target), cache_floors(sketch, task)
+    for _ in range(REPAIRS):
+        knob = rng.choice(others)
+        trial = {**values, knob.name: sample_value(knob, rng, lanes.get(knob.name, 1), floors.get(knob.name, 1))}
+        if is_valid(sketch, trial, task, target):
+            return trial
     return None
 
 

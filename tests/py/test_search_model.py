@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import AVX512_CPU, pinned_target
+from conftest import AVX2_CPU, AVX512_CPU, pinned_target
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
-from ansor_mlir.core.schedule import Candidate, Pad, TileKnob
+from ansor_mlir.core.schedule import Candidate, MicroKernel, Pad, TileKnob
 from ansor_mlir.core.task import main_task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.affine_maps import parse_affine_map
@@ -117,6 +117,21 @@ def test_mutation_proposes_padded_register_tiles():
             assert is_valid(sketch, dict(child.values), task, target)
             seen |= {v[-1] for k, v in child.values if k == "d2"}
     assert 48 in seen
+
+
+def test_mutation_changes_a_micro_kernel_shape_its_tiles_alone_did_not_fit():
+    """A window micro-kernel of 4x16 with 4-row tiles: 6x16 needs rows of at least 6, so mutants reach it only
+    when another knob is re-sampled with the shape (`repaired`)."""
+    target = pinned_target(AVX2_CPU)
+    task = main_task(extract_tasks(make_workload("C3D", (1, 4, 56, 56, 3, 64, 7, 2, 3)).mlir, target, "C3D"))
+    sketch = next(s for s in generate_sketches(task, target) if "window-micro-kernel" in s.rules)
+    (shape,) = sketch.step(MicroKernel).knobs
+    parent = next(c for c in (sample_candidate(sketch, task, target, random.Random(s)) for s in range(500))
+                  if c is not None and c.choice(shape) == "4x16" and dict(c.values)["d3"][-1] < 6)
+    rng = random.Random(0)
+    children = [c for c in (mutate(parent, sketch, task, target, rng) for _ in range(400)) if c is not None]
+    assert all(is_valid(sketch, dict(c.values), task, target) for c in children)
+    assert "6x16" in {c.choice(shape) for c in children}
 
 
 def test_evolution_never_proposes_measured_candidates_and_learns(small_task, target):
