@@ -134,6 +134,26 @@ def test_mutation_changes_a_micro_kernel_shape_its_tiles_alone_did_not_fit():
     assert "6x16" in {c.choice(shape) for c in children}
 
 
+def test_features_count_the_iterations_in_partial_tiles():
+    """A peeled 6x16 window micro-kernel over 56-row tiles leaves 2 of every 56 output columns to the partial
+    tile, over 14-row tiles 2 of 14; 4x16 over 56 leaves none."""
+    target = pinned_target(AVX2_CPU)
+    task = main_task(extract_tasks(make_workload("C3D", (1, 4, 224, 224, 3, 64, 7, 2, 3)).mlir, target, "C3D"))
+    sketch = next(s for s in generate_sketches(task, target) if "window-micro-kernel" in s.rules)
+    (shape,) = sketch.step(MicroKernel).knobs
+    share = FEATURE_NAMES.index("partial_tile_share")
+
+    def partial(mr_nr: str, rows: int) -> float:
+        values = {"d1": (1, 1), "d2": (4, 4), "d3": (rows, rows), "d4": (64,), "d5": (1,), "d6": (7,), "d7": (1,),
+                  "micro_kernel": (shape.options.index(mr_nr),)}
+        assert is_valid(sketch, values, task, target)
+        return featurize(task, sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))), target)[share]
+
+    assert partial("6x16", 56) == pytest.approx(2 / 56)
+    assert partial("6x16", 14) == pytest.approx(2 / 14)
+    assert partial("4x16", 56) == 0.0
+
+
 def test_evolution_never_proposes_measured_candidates_and_learns(small_task, target):
     sketches = generate_sketches(small_task, target)
     params = EvolutionParams(population=64, generations=2)
