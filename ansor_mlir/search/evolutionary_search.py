@@ -59,7 +59,7 @@ class EvolutionParams:
 
 def mutate(candidate: Candidate, sketch: Sketch, task: Task, target: Target, rng: random.Random) -> Candidate | None:
     """Change one knob: re-pick one tile level (inner levels shrink to stay divisors; a padded register
-    tile may become any padded size) or one choice."""
+    tile may become any padded size) or one choice; a change that is invalid alone is `repaired`."""
     values = dict(candidate.values)
     for _ in range(8):
         knob = rng.choice(sketch.knobs)
