@@ -17,7 +17,7 @@ import numpy as np
 
 from ansor_bench.contenders import Contender, Prepared, Settings, Unavailable
 from ansor_bench.roofline import Roofline
-from ansor_bench.timing import Timing, mismatch, time_alternately
+from ansor_bench.timing import Timing, mismatch, time_alternately, warm_up_s
 from ansor_bench.workloads import Workload
 
 OK = "ok"
@@ -64,7 +64,7 @@ class TimingPlan:
 
     @property
     def warm_up_s(self) -> float:
-        return self.min_round_s / 2 if self.warm_s is None else self.warm_s
+        return warm_up_s(self.min_round_s, self.warm_s)
 
 
 def rescored(cell: Cell, workload: Workload, roofline: Roofline) -> Cell:

@@ -38,13 +38,18 @@ class Timing:
         return max(self.round_medians) / min(self.round_medians) - 1.0
 
 
+def warm_up_s(min_round_s: float, warm_s: float | None = None) -> float:
+    """The untimed warm-up before each timed slice: `warm_s`, or half a round when None."""
+    return min_round_s / 2 if warm_s is None else warm_s
+
+
 def time_alternately(
     contenders: dict[str, Callable[[], object]], rounds: int = 10, min_round_s: float = 0.05,
     warm_s: float | None = None,
 ) -> dict[str, Timing]:
     """Time each callable in interleaved rounds; each round calls it for at least `min_round_s`, after an
     untimed warm-up of `warm_s` (default: half a round)."""
-    warm_s = min_round_s / 2 if warm_s is None else warm_s
+    warm_s = warm_up_s(min_round_s, warm_s)
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     per_round: dict[str, list[float]] = {name: [] for name in contenders}
     for fn in contenders.values():
