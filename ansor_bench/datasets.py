@@ -33,6 +33,9 @@ class DataFile:
     records: int
     sha256: str
     trains: tuple[str, ...] = ()
+    # The LLVM CPU (`--iree-llvmcpu-target-cpu`) the records were measured on, for logs whose records carry no
+    # fingerprint (schema 2); "" when the records name it.
+    cpu: str = ""
 
 
 def sha256_of(path: Path) -> str:
@@ -66,6 +69,11 @@ def problem(entry: DataFile, root: Path = DATA) -> str | None:
 
 def training_logs(model: str = SHIPPED_MODEL, manifest: Path = MANIFEST) -> list[Path]:
     """The verified logs the manifest says train `model` (a repository-relative path)."""
+    return list(training_log_cpus(model, manifest))
+
+
+def training_log_cpus(model: str = SHIPPED_MODEL, manifest: Path = MANIFEST) -> dict[Path, str]:
+    """The verified logs the manifest says train `model`, each with the CPU its entry names ("" for none)."""
     root = manifest.parent
     entries = [e for e in load_manifest(manifest) if model in e.trains]
     if not entries:
@@ -73,4 +81,4 @@ def training_logs(model: str = SHIPPED_MODEL, manifest: Path = MANIFEST) -> list
     problems = [p for e in entries if (p := problem(e, root))]
     if problems:
         raise AnsorError(f"{manifest}: {'; '.join(problems)}; restore the file or update its entry")
-    return [root / e.path for e in entries]
+    return {root / e.path: e.cpu for e in entries}

@@ -35,6 +35,7 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, append_records, read_records
 from ansor_mlir.database.training_data import grouped_sets, training_set
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.measure.compare import Contender, run_once, time_alternately
 from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line
 from ansor_mlir.model.cost_model import CostModel
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.quick:
             budgets = [8, 16]
         workloads = parse_workload_specs(specs)
-        target = detect_host()
+        target = resolve_target(detect_host())
         args.out.mkdir(parents=True, exist_ok=True)
         runs = []
         skipped = []

@@ -27,6 +27,7 @@ from pathlib import Path
 from ansor_mlir.core.schedule import FAMILIES
 from ansor_mlir.core.target import Target, detect_host
 from ansor_mlir.core.task import main_task
+from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.builder import BuildInput
 from ansor_mlir.measure.compare import Contender, time_alternately
@@ -150,7 +151,7 @@ def main() -> None:
     parser.add_argument("-o", dest="output", default="-")
     args = parser.parse_args()
     limits = {k: int(v) for k, v in (item.split("=", 1) for item in args.limit)}
-    target = detect_host()
+    target = resolve_target(detect_host())
     rows = []
     workloads = [make_workload(name, [int(x) for x in dims.split(",")])
                  for name, dims in (item.split("=", 1) for item in args.shape)]

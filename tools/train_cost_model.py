@@ -20,14 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ansor_mlir.core.target import detect_host
-from ansor_mlir.database.records import read_records
+from ansor_mlir.core.target import Target, detect_host
+from ansor_mlir.database.records import Record, read_records
 from ansor_mlir.database.training_data import grouped_sets, tasks_by_module
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.target_resolution import resolve_cpu
 from ansor_mlir.model.cost_model import CostModel, TrainingSet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # ansor_bench sits at the repo root, not installed
-from ansor_bench.datasets import REPO, SHIPPED_MODEL, training_logs  # noqa: E402
+from ansor_bench.datasets import REPO, SHIPPED_MODEL, training_log_cpus  # noqa: E402
 from ansor_bench.model_quality import leave_one_out  # noqa: E402
 from ansor_bench.workloads import parse_workload_specs, suite_names, suite_shapes  # noqa: E402
 
@@ -41,6 +42,43 @@ def workload_modules(specs: list[str] | None) -> dict[str, str]:
     return {w.label: w.mlir for w in parse_workload_specs(specs)}
 
 
+def measured_cpu(record: Record, log_cpu: str) -> str:
+    """The LLVM CPU a record was measured on: its fingerprint's, else its log's manifest entry's ("" unknown).
+
+    A fingerprint of an unresolved target names `host` (tools that tuned with `detect_host()` as is)."""
+    cpu = record.fingerprint.split(":")[1] if record.fingerprint else ""
+    return cpu if cpu and cpu != "host" else log_cpu
+
+
+def measured_target(host: Target, cpu: str) -> Target:
+    """The target a record was measured for: this host's key (records say `cpu=host`), the vector width and
+    features IREE resolves `cpu` to (this host's own when ""), this host's caches.
+
+    Features read the target (vector lanes, caches), so a log from an
+    AVX-512 host featurized as this AVX2 host taught the model 8-lane
+    programs that were 16-lane ones, and its micro-kernel sketches (other
+    register shapes) did not replay onto this host's at all.
+    """
+    return host.resolved(resolve_cpu(host.backend, cpu or host.cpu, host.triple))
+
+
+def training_groups(log_cpus: dict[Path, str], specs: list[str] | None, host: Target) -> dict[str, TrainingSet]:
+    """Per workload, the samples of every log, each record featurized for the CPU it was measured on."""
+    by_cpu: dict[str, list[Record]] = {}
+    for log, cpu in log_cpus.items():
+        for record in read_records(log):
+            by_cpu.setdefault(measured_cpu(record, cpu), []).append(record)
+    modules = workload_modules(specs)
+    merged: dict[str, TrainingSet] = {}
+    for cpu, records in sorted(by_cpu.items()):
+        target = measured_target(host, cpu)
+        for name, data in grouped_sets(records, tasks_by_module(modules, target), target).items():
+            into = merged.setdefault(name, TrainingSet())
+            for task, features, times in zip(data.tasks, data.features, data.times, strict=True):
+                into.add(task, features, times)
+    return {name: data for name, data in merged.items() if data.size}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", nargs="+", type=Path, default=None,
@@ -50,16 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quality", action="store_true", help="also score held-out workloads")
     args = parser.parse_args(argv)
     try:
-        target = detect_host()
-        logs = args.logs or training_logs()
-        records = [r for log in logs for r in read_records(log)]
-        if not records:
-            raise AnsorError(f"no records in {', '.join(map(str, logs))}")
-        groups = grouped_sets(records, tasks_by_module(workload_modules(args.workloads), target), target)
-        groups = {name: data for name, data in groups.items() if data.size}
+        host = detect_host()
+        log_cpus = {log: "" for log in args.logs} if args.logs else training_log_cpus()
+        if not any(read_records(log) for log in log_cpus):
+            raise AnsorError(f"no records in {', '.join(map(str, log_cpus))}")
+        groups = training_groups(log_cpus, args.workloads, host)
         used = sum(d.size for d in groups.values())
-        print(f"{len(records)} records, {used} match the tasks of {len(groups)} workloads "
-              f"(target {target.key})")
+        print(f"{used} samples match the tasks of {len(groups)} workloads (target {host.key}, "
+              f"each record featurized for the CPU it was measured on)")
         if not groups:
             raise AnsorError("no record matches a task of the given workloads on this target")
         everything = TrainingSet()
