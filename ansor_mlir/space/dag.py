@@ -84,6 +84,13 @@ def has_window(op: LinalgOpInfo) -> bool:
     return bool(window_maps(op))
 
 
+def read_through_window(op: LinalgOpInfo, loop: int) -> bool:
+    """Whether some input is indexed by `loop` inside a compound access (`ow + kw`: a stride-1 convolution's
+    output pixels)."""
+    return any(_is_compound(expr) and loop in expr.dims()
+               for amap in op.indexing_maps[: op.num_inputs] for expr in amap.results)
+
+
 def _is_compound(expr: AffineExpr) -> bool:
     """More than one loop, or one loop with a coefficient other than 1 (`d0 * 2`, `-d0`), or non-linear."""
     return not expr.linear or len(expr.terms) > 1 or any(c != 1 for _, c in expr.terms)
