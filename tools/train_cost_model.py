@@ -63,7 +63,8 @@ def measured_target(host: Target, cpu: str) -> Target:
 
 
 def training_groups(log_cpus: dict[Path, str], specs: list[str] | None, host: Target) -> dict[str, TrainingSet]:
-    """Per workload, the samples of every log, each record featurized for the CPU it was measured on."""
+    """Per workload, the samples of every log, each record featurized for the CPU it was measured on; a
+    task's samples of each CPU are their own group (labels are throughput relative to the group's best)."""
     by_cpu: dict[str, list[Record]] = {}
     for log, cpu in log_cpus.items():
         for record in read_records(log):
@@ -75,7 +76,7 @@ def training_groups(log_cpus: dict[Path, str], specs: list[str] | None, host: Ta
         for name, data in grouped_sets(records, tasks_by_module(modules, target), target).items():
             into = merged.setdefault(name, TrainingSet())
             for task, features, times in zip(data.tasks, data.features, data.times, strict=True):
-                into.add(task, features, times)
+                into.add(f"{cpu or host.cpu}/{task}", features, times)
     return {name: data for name, data in merged.items() if data.size}
 
 
