@@ -67,3 +67,7 @@ def test_training_featurizes_each_record_for_the_cpu_it_was_measured_on():
         assert data.size > 100
         widths = {round(float(row[width]), 4) for block in data.features for row in block}
         assert widths == {round(_lg(vector_bytes), 4)}
+    # One task measured on two CPUs: two groups, each labelled against its own best time.
+    avx2_log = DATA / "logs" / "search_avx2" / "GMM(1,128,128,128)_random.jsonl"
+    (both,) = tool.training_groups({log: "x86-64-v4", avx2_log: "znver3"}, ["GMM:0"], detect_host()).values()
+    assert sorted(key.split("/")[0] for key in both.tasks) == ["x86-64-v4", "znver3"]
