@@ -253,7 +253,8 @@ class MicroKernel(Step):
     rows: int = 0
     cols: int = 0
     # `rows` is a window loop (output pixels read through strided or dilated windows): no vector spans it, so
-    # the strategy tiles it to single rows inside the reduction loops and unrolls them.
+    # the strategy tiles it to single rows inside the reduction loops and unrolls them. (A stride-1 window's
+    # rows are split the same way by the strategy, without this flag: their register shapes are a GEMM's.)
     unrolled: bool = False
 
     def params(self) -> dict:

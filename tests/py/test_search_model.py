@@ -222,7 +222,6 @@ def test_conv_features_describe_the_strategy_actually_built(target):
         assert feats[names.index("reg_red_volume")] == pytest.approx(math.log2(1 + volume))
 
 
-
 def test_the_first_batches_measure_every_register_tile_shape_of_every_sketch():
     """The shipped model ranked the README example's transform 6x16 micro-kernels (1.4-1.6x IREE's default on
     Zen 3) below every pipeline 4x16 one, and a search that tried one random candidate per sketch measured no
