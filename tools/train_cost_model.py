@@ -69,6 +69,8 @@ def training_groups(log_cpus: dict[Path, str], specs: list[str] | None, host: Ta
     for log, cpu in log_cpus.items():
         for record in read_records(log):
             by_cpu.setdefault(measured_cpu(record, cpu), []).append(record)
+    if not by_cpu:
+        raise AnsorError(f"no records in {', '.join(map(str, log_cpus))}")
     modules = workload_modules(specs)
     merged: dict[str, TrainingSet] = {}
     for cpu, records in sorted(by_cpu.items()):
@@ -91,8 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         host = detect_host()
         log_cpus = {log: "" for log in args.logs} if args.logs else training_log_cpus()
-        if not any(read_records(log) for log in log_cpus):
-            raise AnsorError(f"no records in {', '.join(map(str, log_cpus))}")
         groups = training_groups(log_cpus, args.workloads, host)
         used = sum(d.size for d in groups.values())
         print(f"{used} samples match the tasks of {len(groups)} workloads (target {host.key}, "
