@@ -94,27 +94,17 @@ def _build(mlir: str, flags: list[str], out: Path) -> Path:
 
 def _iree_prepared(vmfb: Path, workload: Workload, inputs: list[np.ndarray], settings: Settings,
                    prepare_s: float, device: str | None = None, **extra) -> Prepared:
+    from ansor_mlir.mlir.iree_module import CompiledModel
 
-    from ansor_mlir.measure.compare import load_function
-    from ansor_mlir.measure.run_worker import placements
-    from ansor_mlir.measure.vm_call import prepared_calls
-
-    fn, config = load_function(vmfb, workload.func_name, device or settings.target.runtime_device())
-    # Calls rotate over several placements of the inputs: a contender must not win or lose by where its
-    # buffers happen to sit (the same binary measured 2.4 or 3.2 ms for a 512^3 matmul by placement alone).
+    program = CompiledModel(vmfb.read_bytes(), workload.func_name, device or settings.target.runtime_device())
+    # Calls rotate over several placements of the inputs, one per timing round: a contender must not win or lose
+    # by where its buffers happen to sit (the same binary measured 2.4 or 3.2 ms for a 512^3 matmul by placement alone).
     # Timed calls go to the VM directly (`vm_call`): the Python invoker's argument handling is not the program's.
-    rotation = placements(config.device, inputs)
-    timed = prepared_calls(fn, rotation)
-    calls = [0]
-
-    def call() -> object:
-        calls[0] += 1
-        return timed[calls[0] % len(timed)]()
+    call = program.timed_call(*inputs)
 
     def fetch() -> list[np.ndarray]:
-        result = fn(*rotation[0])
-        outputs = result if isinstance(result, tuple) else (result,)
-        return [np.asarray(o.to_host()) for o in outputs]
+        result = program(*inputs)
+        return list(result) if isinstance(result, tuple) else [result]
 
     return Prepared(call, fetch, prepare_s, **extra)
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ansor_mlir.measure.vm_call import PlacedCalls
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -48,7 +50,8 @@ def time_alternately(
     warm_s: float | None = None,
 ) -> dict[str, Timing]:
     """Time each callable in interleaved rounds; each round calls it for at least `min_round_s`, after an
-    untimed warm-up of `warm_s` (default: half a round)."""
+    untimed warm-up of `warm_s` (default: half a round). An IREE program's `PlacedCalls` moves to its next
+    placement of the inputs each round; other callables keep theirs."""
     warm_s = warm_up_s(min_round_s, warm_s)
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     per_round: dict[str, list[float]] = {name: [] for name in contenders}
@@ -56,6 +59,8 @@ def time_alternately(
         fn()
     for _ in range(rounds):
         for name, fn in contenders.items():
+            if isinstance(fn, PlacedCalls):
+                fn.advance()  # the next placement of its inputs, for the whole round
             warm_until = time.perf_counter() + warm_s
             while time.perf_counter() < warm_until:
                 fn()

@@ -160,3 +160,17 @@ def test_alternating_rounds_time_each_contender_after_a_warm_up():
     warm = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.02)
     cold = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.0)
     assert warm["pool"].median_s < 0.002 <= cold["pool"].median_s
+
+
+def test_an_iree_program_keeps_one_placement_of_its_inputs_for_a_whole_round():
+    """Rotating placements on every call keeps a memory-bound program's inputs out of cache while a library's
+    stay warm; so an IREE program moves to its next placement once per round, and every placement is used."""
+    from ansor_mlir.measure.vm_call import PlacedCalls
+
+    used: list[int] = []
+    placed = PlacedCalls([lambda i=i: used.append(i) for i in range(4)])
+    rounds = 6
+    time_alternately({"iree": placed, "library": lambda: None}, rounds=rounds, min_round_s=0.002, warm_s=0.0)
+    runs = [i for k, i in enumerate(used) if k == 0 or used[k - 1] != i]  # the placements, run by run
+    assert runs[1:] == [(r + 1) % 4 for r in range(rounds)]  # the first call (before the rounds) on placement 0
+    assert len(used) > 2 * (rounds + 1)  # several calls a round, all on that round's placement
