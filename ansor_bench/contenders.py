@@ -94,13 +94,14 @@ def _build(mlir: str, flags: list[str], out: Path) -> Path:
 
 def _iree_prepared(vmfb: Path, workload: Workload, inputs: list[np.ndarray], settings: Settings,
                    prepare_s: float, device: str | None = None, **extra) -> Prepared:
+    from ansor_mlir.measure.vm_call import timed_call
     from ansor_mlir.mlir.iree_module import CompiledModel
 
     program = CompiledModel(vmfb.read_bytes(), workload.func_name, device or settings.target.runtime_device())
     # Calls rotate over several placements of the inputs, one per timing round: a contender must not win or lose
     # by where its buffers happen to sit (the same binary measured 2.4 or 3.2 ms for a 512^3 matmul by placement alone).
     # Timed calls go to the VM directly (`vm_call`): the Python invoker's argument handling is not the program's.
-    call = program.timed_call(*inputs)
+    call = timed_call(program, inputs)
 
     def fetch() -> list[np.ndarray]:
         result = program(*inputs)

@@ -75,6 +75,7 @@ def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rew
 
 
 def measure(label: str, workload: Workload, vmfbs: dict[str, Path]) -> dict:
+    from ansor_mlir.measure.vm_call import timed_call
     from ansor_mlir.mlir.iree_module import CompiledModel
 
     inputs = workload.inputs()
@@ -83,7 +84,7 @@ def measure(label: str, workload: Workload, vmfbs: dict[str, Path]) -> dict:
     wrong = {name: why for name, p in programs.items() if (why := mismatch([p(*inputs)], expected))}
     # Timed through the VM with the inputs placed once: `p(*inputs)` would also time copying them in and the
     # outputs out, as long as the depthwise conv's kernel itself.
-    timings = time_alternately({name: p.timed_call(*inputs) for name, p in programs.items()}, rounds=15,
+    timings = time_alternately({name: timed_call(p, inputs) for name, p in programs.items()}, rounds=15,
                                min_round_s=0.1)
     ms = {name: t.median_s * 1e3 for name, t in timings.items()}
     return {"label": label, "workload": workload.label, "gflop": workload.flops / 1e9, "ms": ms, "wrong": wrong,
@@ -120,7 +121,7 @@ def markdown(rows: list[dict], trials: int, flags: list[str], rewrites: str, cpu
         "input itself when none applies) with the emitted tuning spec "
         f"(`--iree-codegen-tuning-spec-path=SPEC.mlir`). Compile flags: `{' '.join(flags)}`. The three programs "
         "are timed alternately (15 rounds) through the VM with their inputs placed on the device once "
-        "(`CompiledModel.timed_call`: no copies in or out); every output is checked against numpy. IREE's default "
+        "(`measure.vm_call.timed_call`: no copies in or out); every output is checked against numpy. IREE's default "
         "builds the "
         "untouched input. The search column is each task's own gain in the log (its IREE default over its best "
         "candidate, both after the rewrites): 1.00x means the rewrites alone made the difference.",

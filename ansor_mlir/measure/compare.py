@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ansor_mlir.measure.run_worker import placements
-from ansor_mlir.measure.vm_call import prepared_calls
+from ansor_mlir.measure.vm_call import placements, prepared_calls
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def time_alternately(
 
     All contenders run on one device, and each round gives all of them the
     same inputs, rotating over several placements in memory
-    (`run_worker.placements`): a binary's time depends on where its operands
+    (`vm_call.placements`): a binary's time depends on where its operands
     sit, and a contender must not win by its buffers' addresses.
     """
     import iree.runtime as rt

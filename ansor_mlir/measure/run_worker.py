@@ -9,7 +9,7 @@ this project's machines (the same binary, 2.4 ms or 3.2 ms for a 512^3
 matmul, depending on the buffers' addresses: cache-set and 4K aliasing of
 power-of-two strides). A program timed on one placement can win or lose by
 luck; so calls rotate over several placements of the inputs
-(`PLACEMENTS`), and alternated comparisons give every program of a round
+(`vm_call.PLACEMENTS`), and alternated comparisons give every program of a round
 the same freshly placed inputs.
 """
 
@@ -24,23 +24,10 @@ import time
 import numpy as np
 
 from ansor_mlir.measure.arrays import is_floating, save_array  # also teaches np.load the ml_dtypes types
-from ansor_mlir.measure.vm_call import prepared_calls
+from ansor_mlir.measure.vm_call import placements, prepared_calls
 
 # A call this slow is timed with no extra warm-up and fewer repeats.
 SLOW_CALL_S = 0.5
-# Copies of the inputs at distinct addresses that timed calls rotate over, unless they are this large.
-PLACEMENTS = 4
-MAX_PLACED_BYTES = 256 * 1024 * 1024
-
-
-def placements(device, inputs: list[np.ndarray]) -> list[list]:
-    """Several device copies of the inputs (all kept alive, so each sits at its own address)."""
-    count = PLACEMENTS if sum(x.nbytes for x in inputs) * PLACEMENTS <= MAX_PLACED_BYTES else 1
-    import iree.runtime as rt
-
-    return [[rt.asdevicearray(device, x) for x in inputs] for _ in range(count)]
-
-
 def tolerance(dtype: np.dtype) -> float:
     """Relative tolerance by element type (reductions reassociate)."""
     if is_floating(dtype) and dtype.itemsize == 1:  # the f8 variants: 2-3 mantissa bits

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.measure.vm_call import PlacedCalls
 
 
 @dataclass(frozen=True)
@@ -45,19 +44,11 @@ class CompiledModel:
         host = tuple(np.asarray(o.to_host()) for o in outputs)
         return host[0] if len(host) == 1 else host
 
-    def timed_call(self, *inputs: Any) -> PlacedCalls:
-        """A zero-argument call for timing: the inputs are placed on the device once (several copies, one per
-        timing round: `PlacedCalls.advance`) and each call invokes the VM directly (`measure.vm_call`).
-
-        `program(x)` copies every input in and every output out on each call, which is the binding's cost, not
-        the program's: a 1 MB depthwise conv's copies take as long as its kernel on a Zen 3 core.
-        """
-        from ansor_mlir.measure.run_worker import placements
-        from ansor_mlir.measure.vm_call import prepared_calls
-
-        arrays = [np.asarray(x, order="C") for x in inputs]
+    def bound(self) -> tuple[Any, Any]:
+        """The runtime device the program runs on and its bound function, for callers that time it
+        (`measure.vm_call.timed_call`)."""
         config, function = self._runtime
-        return PlacedCalls(prepared_calls(function, placements(config.device, arrays)))
+        return config.device, function
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
