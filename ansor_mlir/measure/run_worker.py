@@ -28,6 +28,8 @@ from ansor_mlir.measure.vm_call import placements, prepared_calls
 
 # A call this slow is timed with no extra warm-up and fewer repeats.
 SLOW_CALL_S = 0.5
+
+
 def tolerance(dtype: np.dtype) -> float:
     """Relative tolerance by element type (reductions reassociate)."""
     if is_floating(dtype) and dtype.itemsize == 1:  # the f8 variants: 2-3 mantissa bits

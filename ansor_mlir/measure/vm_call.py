@@ -20,8 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ansor_mlir.mlir.iree_module import CompiledModel
 
 # Copies of the inputs at distinct addresses that timed calls rotate over, unless they are this large.
 PLACEMENTS = 4
@@ -80,7 +84,7 @@ class PlacedCalls:
         self.index = (self.index + 1) % len(self.calls)
 
 
-def timed_call(program, inputs: Sequence) -> PlacedCalls:
+def timed_call(program: CompiledModel, inputs: Sequence) -> PlacedCalls:
     """A zero-argument call of a `CompiledModel` for timing: its inputs placed on its device once (several
     copies, one per timing round) and each call invoking the VM directly.
 
