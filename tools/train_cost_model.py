@@ -64,7 +64,9 @@ def measured_target(host: Target, cpu: str) -> Target:
 
 def training_groups(log_cpus: dict[Path, str], specs: list[str] | None, host: Target) -> dict[str, TrainingSet]:
     """Per workload, the samples of every log, each record featurized for the CPU it was measured on; a
-    task's samples of each CPU are their own group (labels are throughput relative to the group's best)."""
+    task's samples of each CPU are their own group (labels are throughput relative to the group's best).
+    Workloads are matched as given and after each set of rewrites the records name: the suite logs tuned
+    with pad-fusion hold the fused depthwise task, which the workload as given does not have."""
     by_cpu: dict[str, list[Record]] = {}
     for log, cpu in log_cpus.items():
         for record in read_records(log):
@@ -75,7 +77,8 @@ def training_groups(log_cpus: dict[Path, str], specs: list[str] | None, host: Ta
     merged: dict[str, TrainingSet] = {}
     for cpu, records in sorted(by_cpu.items()):
         target = measured_target(host, cpu)
-        for name, data in grouped_sets(records, tasks_by_module(modules, target), target).items():
+        rewrite_sets = {record.rewrites for record in records}
+        for name, data in grouped_sets(records, tasks_by_module(modules, target, rewrite_sets), target).items():
             into = merged.setdefault(name, TrainingSet())
             for task, features, times in zip(data.tasks, data.features, data.times, strict=True):
                 into.add(f"{cpu or host.cpu}/{task}", features, times)

@@ -8,6 +8,8 @@ back into exactly the program that was measured.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ansor_mlir.core.target import Target
@@ -36,11 +38,23 @@ def training_set(records: list[Record], tasks: list[Task], target: Target) -> Tr
     return data
 
 
-def tasks_by_module(modules: dict[str, str], target: Target) -> dict[str, list[Task]]:
-    """Tasks of each named linalg module (e.g. suite workloads), keyed by that name."""
+def tasks_by_module(modules: dict[str, str], target: Target,
+                    rewrite_sets: Iterable[tuple[str, ...]] = ((),)) -> dict[str, list[Task]]:
+    """Tasks of each named linalg module (e.g. suite workloads), keyed by that name: those of the module as
+    given and after each set of program rewrites in `rewrite_sets` (the sets the records name: a record of a
+    rewritten program has the rewritten task's key, which the module as given may not have)."""
+    from ansor_mlir.frontend.program_rewrites import rewrite_program
     from ansor_mlir.frontend.task_extraction import extract_tasks
 
-    return {name: extract_tasks(text, target, name) for name, text in modules.items()}
+    tasks: dict[str, list[Task]] = {}
+    for name, text in modules.items():
+        seen: dict[str, Task] = {}
+        for rewrites in dict.fromkeys(((), *rewrite_sets)):
+            program = rewrite_program(text, rewrites, name).text if rewrites else text
+            for task in extract_tasks(program, target, name):
+                seen.setdefault(task.key, task)
+        tasks[name] = list(seen.values())
+    return tasks
 
 
 def grouped_sets(
