@@ -164,8 +164,7 @@ def test_a_workgroup_pads_its_input_tile_row_by_row(pinned):
         assert done.ok, done.stderr[-2000:]
         after = done.stderr
         assert "vector.transfer_read" in after
-        shapes = {tuple(int(d) for d in m.split("x")) for m in re.findall(r"vector<((?:\d+x)+)\w+>", after)
-                  for m in [m.rstrip("x")]}
+        shapes = {tuple(int(d) for d in m.rstrip("x").split("x")) for m in re.findall(r"vector<((?:\d+x)+)", after)}
         assert all(sum(d > 1 for d in shape) <= 2 for shape in shapes), (sketch.rules, sorted(shapes))
 
 
