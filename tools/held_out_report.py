@@ -121,10 +121,10 @@ def markdown(rows: list[dict], trials: int, flags: list[str], rewrites: str, cpu
         "input itself when none applies) with the emitted tuning spec "
         f"(`--iree-codegen-tuning-spec-path=SPEC.mlir`). Compile flags: `{' '.join(flags)}`. The three programs "
         "are timed alternately (15 rounds) through the VM with their inputs placed on the device once "
-        "(`measure.vm_call.timed_call`: no copies in or out); every output is checked against numpy. IREE's default "
-        "builds the "
-        "untouched input. The search column is each task's own gain in the log (its IREE default over its best "
-        "candidate, both after the rewrites): 1.00x means the rewrites alone made the difference.",
+        "(`measure.vm_call.timed_call`: no copies in or out); every output is checked against numpy. IREE's "
+        "default builds the untouched input. The search column is each task's own gain in the log (its IREE "
+        "default over its best candidate, both after the rewrites): 1.00x means the rewrites alone made the "
+        "difference.",
         "",
         "| workload | GFLOP | IREE default (ms) | `iree-compile OUT.mlir` (ms) | speedup | with the tuning spec (ms) "
         "| speedup | search (log) | outputs |",
