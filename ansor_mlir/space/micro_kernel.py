@@ -23,8 +23,11 @@ from ansor_mlir.space.decisions import FUSION, MAX_K_UNROLL
 from ansor_mlir.space.limits import limits
 from ansor_mlir.space.resolve import Resolved
 
-# The register tile's vectors of B in one row (nr / lanes): wider rows leave too few rows for reuse of B.
-MAX_ROW_VECTORS = 4
+# The register tile's vectors of B in one row (nr / lanes), powers of two only: wider rows leave too few rows for
+# reuse of B, and LLVM widens a row of 3 vectors (`vector<24xf32>` with AVX2) to 4 and shuffles it back: on Zen 3
+# a 4x24 Dense(288,800,672) kernel's loop held 168 shuffles and 91 spill pairs and ran 3-5x slower than 6x16, in
+# both families.
+ROW_VECTORS = (1, 2, 4)
 # Vector registers a micro-kernel needs besides its accumulators and B vectors: one broadcast of A.
 BROADCAST_REGISTERS = 1
 # The least reduction steps a cache tile gives a micro-kernel (`kc`; less only where the knob's largest tile is
@@ -125,8 +128,8 @@ def register_shapes(
     rows_extent: int, cols_extent: int, target: Target, element_bytes: int, peel: bool = False, k_unroll: int = 1,
     window_rows: bool = False,
 ) -> tuple[str, ...]:
-    """`MRxNR` register tiles of the target: accumulators plus one row of B vectors and a broadcast fit the vector
-    register file, at least half of it is accumulators, `nr` divides its loop (smallest `nr` first).
+    """`MRxNR` register tiles of the target: accumulators plus one row of B vectors (`ROW_VECTORS`) and a broadcast
+    fit the vector register file, at least half of it is accumulators, `nr` divides its loop (smallest `nr` first).
 
     `mr` divides its loop too, or, with `peel`, is the largest that fits with
     one register to spare for rows of two or more vectors (6x16 with AVX2's 16
@@ -142,7 +145,7 @@ def register_shapes(
     # (14x8 on AVX2 holds 14 of 16 ymm; where it was allowed it spilled 13 accumulators in some tilings).
     accumulator_bytes = limits(target).accumulator_bytes
     shapes = []
-    for vectors in range(1, MAX_ROW_VECTORS + 1):
+    for vectors in ROW_VECTORS:
         nr = vectors * lanes
         if cols_extent % nr:
             continue

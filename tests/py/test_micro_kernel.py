@@ -67,7 +67,9 @@ def test_register_shapes_fill_the_register_file_without_spilling(pinned):
         assert 2 * accumulators >= pinned.vector_registers
         assert accumulators + b_vectors + 1 <= pinned.vector_registers
     if pinned.vector_registers == 16:
-        assert {"6x16", "4x24"} <= set(register_shapes(96, 96, pinned, 4))  # what BLAS uses on AVX2
+        assert "6x16" in register_shapes(96, 96, pinned, 4)  # what BLAS uses on AVX2
+    # No row of 3 vectors: LLVM widens it to 4 and shuffles (4x24 ran 3-5x slower than 6x16 on Zen 3).
+    assert all(nr // lanes in (1, 2, 4) for _, nr in map(micro_kernel_shape, register_shapes(96, 96, pinned, 4)))
     # With a peeled last row tile, the largest shapes with a register to spare, whatever the row count.
     peeled = set(register_shapes(512, 512, pinned, 4, peel=True)) - set(shapes)
     assert peeled == ({"6x16"} if pinned.vector_registers == 16 else {"14x32", "6x64"})
