@@ -57,7 +57,7 @@ from ansor_mlir.tuning.budget import Budget
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.task_scheduler import TaskScheduler, make_scheduler
-from ansor_mlir.tuning.verification import ProgramVerifier, UserProgram, summarize
+from ansor_mlir.tuning.verification import ProgramVerifier, UserProgram, build_gap, summarize
 
 REFERENCE_TIMEOUT_S = 600.0
 
@@ -274,6 +274,9 @@ class Tuner:
         checks = verifier.verify(program.text, program.name, results, records)
         self.log.append(checks)
         summarize(results, records + checks, self.target)
+        for note in filter(None, (build_gap(r, records + checks, self.target) for r in results)):
+            for callback in self.callbacks:
+                callback.on_note(note)
 
     def _refresh(self) -> tuple[list[Record], list[Claim]]:
         """What other tuners appended since the last look, and what they are measuring now."""

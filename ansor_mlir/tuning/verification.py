@@ -46,6 +46,12 @@ MIN_GAIN = 0.01
 CHECK_BUDGET_S = 60.0
 MIN_ROUNDS = 5
 MIN_ROUND_S = 0.05
+# A task gain at least this large that the whole program turns into a ratio at most this low is no noise: the
+# program's build (the tuning spec on the program's source) differs from the flow-level build the candidate was
+# measured as. A fused pad's unit batch dimension, kept only in the program's dispatch, made one DEP strategy
+# 1.82x as a task and 0.55x in the program (fixed in 9ecdd70); nothing told the user why tuning gained nothing.
+SUSPECT_TASK_GAIN = 1.2
+SUSPECT_PROGRAM_RATIO = 0.9
 # The default program of a slow model may take minutes per call.
 REFERENCE_TIMEOUT_S = 600.0
 # A whole model compiles for longer than one task's candidate (the builder's own limit).
@@ -239,6 +245,26 @@ def summarize(results: list[TaskResult], records: list[Record], target: Target) 
         result.applied_record = chosen
         result.program_speedup = chosen.program.ratio if chosen is not None and chosen.program else None
         result.fell_back = bool(checks) and chosen is not None and chosen.program is None
+
+
+def build_gap(result: TaskResult, records: list[Record], target: Target) -> str | None:
+    """A note when a task fell back to IREE's default although its checked candidates won the task by far and
+    lost the program by far (`SUSPECT_TASK_GAIN`, `SUSPECT_PROGRAM_RATIO`): the two builds differ."""
+    if not result.fell_back:
+        return None
+    mine = [r for r in records if r.task_key == result.task.key and for_target(r, target.key, target.fingerprint)]
+    defaults = [r.result.median_s for r in mine if r.is_default and r.program is None and r.ok]
+    checks = [r for r in mine if r.program is not None and r.program.ratio > 0 and r.ok]
+    if not defaults or not checks:
+        return None
+    best = max(checks, key=lambda r: r.program.ratio)
+    gain = min(defaults) / best.result.median_s
+    if gain < SUSPECT_TASK_GAIN or best.program.ratio > SUSPECT_PROGRAM_RATIO:
+        return None
+    return (f"{result.task.name}: its best checked candidate ran {gain:.2f}x IREE's default as a task but "
+            f"{best.program.ratio:.2f}x in the whole program built with its tuning spec, so IREE's default is "
+            "used; a gap this size is no noise but a difference between the two builds: please report it with "
+            "the log")
 
 
 def candidate_spec(task: Task, record: Record) -> str:

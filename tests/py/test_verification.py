@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.task_result import TaskResult
-from ansor_mlir.tuning.verification import ProgramVerifier, judge, summarize
+from ansor_mlir.tuning.verification import ProgramVerifier, build_gap, judge, summarize
 
 
 def test_judge_accepts_only_wins_beyond_the_noise():
@@ -69,6 +70,10 @@ def test_a_candidate_that_wins_alone_and_loses_in_the_program_is_rejected(small_
     assert chosen.is_default
     summarize([result], records, target)
     assert result.fell_back and result.program_speedup is None
+    # A 1000x task win that loses the program by far is no noise: the user hears the builds differ.
+    assert "difference between the two builds" in build_gap(result, records, target)
+    near = [replace(r, program=replace(r.program, ratio=0.97)) if r.program else r for r in records]
+    assert build_gap(result, near, target) is None
     tuned = api.apply_best(small_mm, log, target, "mm")
     assert "lowering_config" not in tuned and "compilation_info" not in tuned
 
