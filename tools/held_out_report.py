@@ -15,7 +15,10 @@ runs the commands of the README's `ansor-opt` section as subprocesses:
     iree-compile OUT.mlir                                        (the tuned flow-level module)
     iree-compile REWRITTEN.mlir --iree-codegen-tuning-spec-path=SPEC.mlir
 
-(`REWRITTEN.mlir` is `IN.mlir` when no rewrite applies; an `OUT.mlir` with a
+(`REWRITTEN.mlir` is `IN.mlir` when no rewrite applies, and the spec is emitted
+from and applied to `IN.mlir` when the log records that the tuned rewritten
+program lost to the input's IREE default, as a user's `ansor-opt IN.mlir
+--ansor-emit-tuning-spec="log=L.jsonl rewrites=R"` does; an `OUT.mlir` with a
 fused pad also gets `--iree-flow-enable-pad-handling`, see docs/program_rewrites.md)
 
 and times the three programs alternately in one process (1 thread), every
@@ -65,13 +68,26 @@ def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rew
     _run(["ansor-opt", str(source), f"--ansor-tune=trials={trials} log={log} seed=0 rewrites={rewrites}",
           "-o", str(out)])
     _run(["ansor-opt", str(source), f"--ansor-rewrite=rewrites={rewrites}", "-o", str(rewritten)])
-    _run(["ansor-opt", str(rewritten), f"--ansor-emit-tuning-spec=log={log}", "-o", str(spec)])
+    if rewrites_dropped(log):
+        rewritten = source  # the spec is the input's (`api.for_ordinary_flows`): building it on REWRITTEN.mlir
+        # gave the rewritten program's IREE default, slower than the input's (DEP: 0.76x)
+        _run(["ansor-opt", str(source), f"--ansor-emit-tuning-spec=log={log} rewrites={rewrites}", "-o", str(spec)])
+    else:
+        _run(["ansor-opt", str(rewritten), f"--ansor-emit-tuning-spec=log={log}", "-o", str(spec)])
     vmfbs = {name: work / f"{name}.vmfb" for name in BUILDS}
     _run(["iree-compile", *flags, str(source), "-o", str(vmfbs["iree_default"])])
     _run(["iree-compile", *flags, *flow_level_flags(out.read_text()), str(out), "-o", str(vmfbs["out_mlir"])])
     _run(["iree-compile", *flags, *tuning_spec_flags(spec), str(rewritten), "-o",
           str(vmfbs["tuning_spec"])])
     return vmfbs
+
+
+def rewrites_dropped(log: Path) -> bool:
+    """Whether the log's latest program check dropped the rewrites (a held-out log tunes one program)."""
+    from ansor_mlir.database.records import read_program_records
+
+    records = read_program_records(log) if log.is_file() else []
+    return bool(records) and not records[-1].rewrites_kept
 
 
 def measure(label: str, workload: Workload, vmfbs: dict[str, Path]) -> dict:
@@ -118,7 +134,7 @@ def markdown(rows: list[dict], trials: int, flags: list[str], rewrites: str, cpu
         f"--ansor-tune=\"trials={trials} rewrites={rewrites}\"`; the tuned program is then built by plain "
         "`iree-compile` twice: from the tuned flow-level module `OUT.mlir` (with `--iree-flow-enable-pad-handling` "
         "where it holds a fused pad), and from the program after its rewrites (`ansor-opt --ansor-rewrite`; the "
-        "input itself when none applies) with the emitted tuning spec "
+        "input itself when none applies, or when the log records that the rewrites lost) with the emitted tuning spec "
         f"(`--iree-codegen-tuning-spec-path=SPEC.mlir`). Compile flags: `{' '.join(flags)}`. The three programs "
         "are timed alternately (15 rounds) through the VM with their inputs placed on the device once "
         "(`measure.vm_call.timed_call`: no copies in or out); every output is checked against numpy. IREE's "
