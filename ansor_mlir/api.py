@@ -517,7 +517,13 @@ def emit_tuning_spec(
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     text = for_ordinary_flows("emit_tuning_spec", text, name, rewrites, "tuning spec", log, tgt)
-    return tuning_spec(text, name, log, tgt) or render_spec([])
+    spec = tuning_spec(text, name, log, tgt)
+    if spec is None:
+        warnings.warn(f"{name}: the tuning spec configures nothing: the log's best for every task of this program is "
+                      "IREE's default (no candidate measured faster, or none faster in the whole program)",
+                      stacklevel=2)
+        return render_spec([])
+    return spec
 
 
 def tuning_spec(text: str, name: str, log: str | Path, target: Target) -> str | None:

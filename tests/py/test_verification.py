@@ -76,6 +76,8 @@ def test_a_candidate_that_wins_alone_and_loses_in_the_program_is_rejected(small_
     assert build_gap(result, near, target) is None
     tuned = api.apply_best(small_mm, log, target, "mm")
     assert "lowering_config" not in tuned and "compilation_info" not in tuned
+    with pytest.warns(UserWarning, match="configures nothing"):
+        api.emit_tuning_spec(small_mm, log, target, "mm")
 
     # Resuming checks nothing twice.
     with LocalBuilder(target) as builder, LocalRunner(target) as runner:
