@@ -63,21 +63,22 @@ def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rew
 
     work.mkdir(parents=True, exist_ok=True)
     source, out, spec, log = work / "IN.mlir", work / "OUT.mlir", work / "SPEC.mlir", work / "L.jsonl"
-    rewritten = work / "REWRITTEN.mlir"
     source.write_text(workload.mlir)
     _run(["ansor-opt", str(source), f"--ansor-tune=trials={trials} log={log} seed=0 rewrites={rewrites}",
           "-o", str(out)])
-    _run(["ansor-opt", str(source), f"--ansor-rewrite=rewrites={rewrites}", "-o", str(rewritten)])
     if rewrites_dropped(log):
-        rewritten = source  # the spec is the input's (`api.for_ordinary_flows`): building it on REWRITTEN.mlir
-        # gave the rewritten program's IREE default, slower than the input's (DEP: 0.76x)
+        # The spec is the input's (`api.for_ordinary_flows`): built on REWRITTEN.mlir it gave the rewritten
+        # program's IREE default, slower than the input's (DEP: 0.76x).
+        spec_program = source
         _run(["ansor-opt", str(source), f"--ansor-emit-tuning-spec=log={log} rewrites={rewrites}", "-o", str(spec)])
     else:
-        _run(["ansor-opt", str(rewritten), f"--ansor-emit-tuning-spec=log={log}", "-o", str(spec)])
+        spec_program = work / "REWRITTEN.mlir"
+        _run(["ansor-opt", str(source), f"--ansor-rewrite=rewrites={rewrites}", "-o", str(spec_program)])
+        _run(["ansor-opt", str(spec_program), f"--ansor-emit-tuning-spec=log={log}", "-o", str(spec)])
     vmfbs = {name: work / f"{name}.vmfb" for name in BUILDS}
     _run(["iree-compile", *flags, str(source), "-o", str(vmfbs["iree_default"])])
     _run(["iree-compile", *flags, *flow_level_flags(out.read_text()), str(out), "-o", str(vmfbs["out_mlir"])])
-    _run(["iree-compile", *flags, *tuning_spec_flags(spec), str(rewritten), "-o",
+    _run(["iree-compile", *flags, *tuning_spec_flags(spec), str(spec_program), "-o",
           str(vmfbs["tuning_spec"])])
     return vmfbs
 

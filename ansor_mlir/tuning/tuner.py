@@ -273,8 +273,9 @@ class Tuner:
         records = read_records(self.options.log)
         checks = verifier.verify(program.text, program.name, results, records)
         self.log.append(checks)
-        summarize(results, records + checks, self.target)
-        for note in filter(None, (build_gap(r, records + checks, self.target) for r in results)):
+        judged = records + checks
+        summarize(results, judged, self.target)
+        for note in filter(None, (build_gap(r, judged, self.target) for r in results)):
             for callback in self.callbacks:
                 callback.on_note(note)
 
