@@ -74,6 +74,7 @@ from ansor_mlir.space.dag import (
 )
 from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING
 from ansor_mlir.space.gpu_mapping import is_gpu_sketch
+from ansor_mlir.space.implicit_gemm import unrolled_k_tiles
 from ansor_mlir.space.micro_kernel import peeled_rows
 from ansor_mlir.space.resolve import Resolved, resolve
 
@@ -99,10 +100,6 @@ FOLD_UNIT_DIMS_PASS = "iree-dispatch-creation-fold-unit-extent-dims-for-func"
 # vectorizes only as a 1-D convolution: it becomes a generic first, which the vectorizer takes once its unit
 # window loops fold away (a decomposed sketch specializes it back).
 GENERIC_OPS = ("linalg.generic", "linalg.fill")
-# IREE vectorizes an im2col tile's copies only at a K offset it can prove aligned to the input channels (a
-# constant): the loop over a convolution's K tiles, with its im2col fused in, is unrolled up to this many
-# iterations (a bound on code size; a longer loop keeps element copies, and the search picks bigger K tiles).
-MAX_UNROLLED_K_TILES = 16
 # Knob options, as the transform dialect spells them, to the bindings' enums.
 CONTRACTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorContractLowering}
 REDUCTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorMultiReductionLowering}
@@ -332,7 +329,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     # its loops (`jc, pc, pack B, ic, jr, ir`): each `[kc, nc]` panel is packed once per workgroup and read by
     # every row tile of it. Cut before it, the panel was packed again for each row tile (TBS's 8x8 transposes
     # were as many instructions as its micro-kernel).
-    rows = _unpacked_rows(dag) if packed else frozenset()
+    rows = dag.unpacked_rows() if packed else frozenset()
     deferred: list[int] = []
     for level in root_levels:
         sizes = tiles.per_level[level]
@@ -356,7 +353,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             if im2col is not None and not level.startswith("vector_"):
                 # The im2col panel is gathered per cache tile (a stack buffer), reused by its register tiles.
                 im2col, container = s.fuse_into(im2col, loops[-1])
-                trips = _unrolled_k_tiles(root, sizes)
+                trips = unrolled_k_tiles(root, sizes)
                 k_loop = (container, trips) if trips else k_loop
             if peel is not None and level == "vector_common_parallel":
                 parts = s.peel(loops[_loop_position(sizes, peel)])
@@ -555,25 +552,6 @@ def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved) -> ir.Va
                              _op_type("tensor.extract_slice"), _op_type("linalg.copy"), unpack)
     with _named("packed_any"):
         return transform.CastOp(_any(), packed).result
-
-
-def _unpacked_rows(dag: Dag) -> frozenset[int]:
-    """The root's parallel loops that no packed operand reads: its packed panels are the same across them."""
-    root = dag.ops[dag.root]
-    maps = root.indexing_maps
-    packed = [maps[i].dims() for i in dag.packed_operands()]
-    return frozenset(d for d, it in enumerate(root.iterator_types)
-                     if it == "parallel" and not any(d in dims for dims in packed))
-
-
-def _unrolled_k_tiles(root: LinalgOpInfo, sizes: list[int]) -> int:
-    """How many K tiles a level with tile `sizes` loops over when that loop (the innermost it makes: K, the
-    implicit GEMM's last loop) is to be unrolled, else 0."""
-    k = len(root.extents) - 1
-    if root.iterator_types[k] != "reduction" or not sizes[k] or any(sizes[:k]):
-        return 0
-    trips = -(-root.extents[k] // sizes[k])
-    return trips if 1 < trips <= MAX_UNROLLED_K_TILES else 0
 
 
 def _loop_position(sizes: list[int], dim: int) -> int:

@@ -175,7 +175,7 @@ def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
     if packed:
         stack += resolved.packed_panel_bytes
     if sketch.has(ImplicitGemm):
-        stack += resolved.im2col_panel_bytes
+        stack += resolved.im2col_panel_bytes * resolved.im2col_buffers
     stack += resolved.padded_input_bytes
     if stack > limit.stack_bytes:
         return False

@@ -249,6 +249,13 @@ class Dag:
             return ()
         return tuple(i for i, dims in operands_along(root, vector) if i < root.num_inputs and dims[-1] != [vector])
 
+    def unpacked_rows(self) -> frozenset[int]:
+        """The root's parallel loops that no packed operand reads: its packed panels are the same across them."""
+        root = self.ops[self.root]
+        packed = [root.indexing_maps[i].dims() for i in self.packed_operands()]
+        return frozenset(d for d, it in enumerate(root.iterator_types)
+                         if it == "parallel" and not any(d in dims for dims in packed))
+
     def rfactor_pays(self, lanes: int) -> bool:
         """rfactor pays when the innermost loop is a long reduction with no reuse (rows, norms)."""
         root = self.ops[self.root]

@@ -28,6 +28,11 @@ from ansor_mlir.core.schedule import ImplicitGemm, Sketch, Step, TileAndFuse, Ti
 from ansor_mlir.core.task import LinalgOpInfo, Task
 from ansor_mlir.space.dag import Dag, task_dag
 
+# IREE vectorizes an im2col tile's copies only at a K offset it can prove aligned to the input channels (a
+# constant): the loop over a convolution's K tiles, with its im2col fused in, is unrolled up to this many
+# iterations (a bound on code size; a longer loop keeps element copies, and the search picks bigger K tiles).
+MAX_UNROLLED_K_TILES = 16
+
 
 def window_input(op: LinalgOpInfo) -> int | None:
     """The input read through windows (some result mixes a parallel and a reduction loop, `2 * oh + kh`) when
@@ -144,3 +149,13 @@ def sketch_dag(sketch: Sketch, task: Task) -> Dag | None:
     if dag is None or not sketch.has(ImplicitGemm):
         return dag
     return implicit_gemm_dag(dag)
+
+
+def unrolled_k_tiles(root: LinalgOpInfo, sizes: list[int]) -> int:
+    """How many K tiles a level with tile `sizes` loops over when that loop (the innermost it makes: K, the
+    implicit GEMM's last loop) is to be unrolled, else 0."""
+    k = len(root.extents) - 1
+    if root.iterator_types[k] != "reduction" or not sizes[k] or any(sizes[:k]):
+        return 0
+    trips = -(-root.extents[k] // sizes[k])
+    return trips if 1 < trips <= MAX_UNROLLED_K_TILES else 0

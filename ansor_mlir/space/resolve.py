@@ -21,7 +21,9 @@ from ansor_mlir.core.schedule import (
     ChoiceKnob,
     Decompose,
     Family,
+    ImplicitGemm,
     MicroKernel,
+    Pack,
     Sketch,
     micro_kernel_shape,
     tile_knobs,
@@ -38,7 +40,7 @@ from ansor_mlir.space.dag import (
     window_maps,
 )
 from ansor_mlir.space.gpu_mapping import gpu_mapping, is_gpu_sketch
-from ansor_mlir.space.implicit_gemm import sketch_dag
+from ansor_mlir.space.implicit_gemm import sketch_dag, unrolled_k_tiles
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,21 @@ class Resolved:
         vector = vector_loop(root)
         panels = [amap for amap in root.indexing_maps[: root.num_inputs] if vector not in amap.dims()]
         return sum(amap.footprint(extents) for amap in panels[:1]) * self.task.root.element_bytes
+
+    @cached_property
+    def im2col_buffers(self) -> int:
+        """How many im2col panels the strategy allocates: one, or one per K tile when it unrolls the K loop
+        around row tiles cut after packing (each unrolled row loop gathers into a buffer of its own: GRP's
+        9 K tiles made 9 panels, 34-133 KiB against IREE's 32 KiB, all rejected by IREE)."""
+        if not (self.sketch.has(ImplicitGemm) and self.sketch.has(Pack)):
+            return 1
+        assert self.dag is not None
+        rows = self.dag.unpacked_rows()
+        deferred = any(size for d, size in enumerate(self.per_level.get("cache_parallel", ())) if d in rows)
+        trips = [unrolled_k_tiles(self.root, sizes) for level, sizes in self.per_level.items()
+                 if level != "distribution" and not level.startswith("vector_")]
+        unrolled = next((n for n in reversed(trips) if n), 0)
+        return unrolled if deferred and unrolled else 1
 
 
 def resolve(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:

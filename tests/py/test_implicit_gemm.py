@@ -28,7 +28,7 @@ from ansor_mlir.measure.compare import run_once
 from ansor_mlir.measure.kernel_asm import dump_assembly, hot_loop
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, run_tool
-from ansor_mlir.space.annotation import sample_candidate
+from ansor_mlir.space.annotation import is_valid_strategy, sample_candidate
 from ansor_mlir.space.implicit_gemm import implicit_gemm_root
 from ansor_mlir.space.resolve import resolve
 from ansor_mlir.space.sketch_rules import generate_sketches
@@ -178,3 +178,30 @@ def test_k_tiles_stay_within_one_taps_channels_and_their_loop_unrolls(target):
     (expected,) = work.reference(inputs)
     (got,) = run_once(build.program.vmfb, work.func_name, inputs)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+# The suite's grouped conv: (n, oh, ow, g, f, K) = (1, 28, 28, 4, 32, 144), K in 9 tiles of one tap's 16 channels.
+GRP_SUITE = ("GRP", (1, 56, 56, 64, 128, 3, 2, 1, 1, 4))
+
+
+def test_row_tiles_cut_after_packing_in_an_unrolled_k_loop_count_a_panel_per_k_tile(pinned):
+    """Compile-only, AVX2 and AVX-512: row tiles cut after packing inside the unrolled K loop gather one im2col
+    panel per K tile; annotation counts the stack IREE reports for them, and rejects the candidate before
+    compiling (9 panels of 2x28x16 floats: 34304 bytes against IREE's 32 KiB)."""
+    task = task_of(GRP_SUITE, pinned)
+    sketch = implicit_gemm_sketch(task, pinned)
+    values = {"d1": (4, 2), "d2": (28, 28), "d3": (1, 1), "d4": (32,), "d5": (16, 4), "micro_kernel": (0,)}
+    candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    resolved = resolve(sketch, candidate, task)
+    assert resolved.im2col_buffers == 9
+    stack = resolved.packed_panel_bytes + resolved.im2col_panel_bytes * resolved.im2col_buffers
+    assert stack > pinned.stack_limit_bytes and not is_valid_strategy(resolved, pinned)
+    # The same tiles with the rows cut with the workgroup's (before the K loop): one panel, and IREE builds it.
+    values["d1"] = (4, 4)
+    whole = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    assert resolve(sketch, whole, task).im2col_buffers == 1 and is_valid_strategy(resolve(sketch, whole, task), pinned)
+    flow = compile_to_phase(make_workload(*GRP_SUITE).mlir, pinned.compile_flags(), "flow", GRP_SUITE[0])
+    split, kept = LocalBuilder(pinned, workers=1, timeout_s=120).build(
+        [build_input(task, sketch, c, flow) for c in (candidate, whole)])
+    assert not split.ok and f"Got {stack} bytes" in split.message, split.message
+    assert kept.ok, f"{kept.error.value} {kept.message}"
