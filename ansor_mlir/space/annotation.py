@@ -228,7 +228,8 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
         return is_valid_strategy(resolve(sketch, candidate, task), target)
     if sketch.has(MicroKernel):  # its register tile is the micro-kernel's, not the knobs' innermost level
         resolved = resolve(sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))), task)
-        vector = max(prod(resolved.register), pipeline_consumer_vector_elements(sketch, values, task))
+        vector = max(prod(resolved.register), pipeline_consumer_vector_elements(sketch, values, task),
+                     pipeline_cache_tile_vector_elements(sketch, values))
         return micro_kernel_fits(resolved, target) and vector * task.root.element_bytes <= limits(target).vector_bytes
     inner = vector_tiles(sketch, values)
     elem = task.root.element_bytes
@@ -246,7 +247,18 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
         tile = inner[innermost.dim]
         if tile % lanes and tile != innermost.extent:
             return False
-    return pipeline_consumer_vector_elements(sketch, values, task) * elem <= limit.vector_bytes
+    cache_vectors = max(pipeline_consumer_vector_elements(sketch, values, task),
+                        pipeline_cache_tile_vector_elements(sketch, values))
+    return cache_vectors * elem <= limit.vector_bytes
+
+
+def _first_cache_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int, int]:
+    """Per loop, its tile at the first level below distribution (its extent when no such level tiles it)."""
+    first: dict[int, int] = {}
+    for knob in tile_knobs(sketch.knobs):
+        inner = [i for i, lv in enumerate(knob.levels) if lv != "distribution"]
+        first[knob.dim] = values[knob.name][inner[0]] if inner else knob.extent
+    return first
 
 
 def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task) -> int:
@@ -262,10 +274,7 @@ def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[in
     dag = dags.task_dag(task)
     if dag is None:
         return 0
-    first_level = {}
-    for knob in tile_knobs(sketch.knobs):
-        inner = [i for i, lv in enumerate(knob.levels) if lv != "distribution"]
-        first_level[knob.dim] = values[knob.name][inner[0]] if inner else knob.extent
+    first_level = _first_cache_tiles(sketch, values)
     largest = 0
     for c in dag.consumers:
         mapped = dags.dim_map(dag.ops, dag.root, c)
@@ -275,6 +284,22 @@ def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[in
         size = prod(first_level.get(mapped[d], 1) if d in mapped else extent for d, extent in enumerate(op.extents))
         largest = max(largest, size)
     return largest
+
+
+def pipeline_cache_tile_vector_elements(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> int:
+    """The vector an IREE pipeline gives the accumulator's fill and the fused consumers when the cache level
+    loops over the reduction: they run outside that loop, on the whole cache tile (0 when it does not loop).
+
+    The README's 512^3 matmul + bias + relu with a 128x32 cache tile and K tiles of 64: a `vector<128x32xf32>`
+    zero fill, bias add and relu, 16 KiB, which IREE rejects on AVX2 (its limit is 512 native vectors).
+    """
+    knobs = tile_knobs(sketch.knobs)
+    loops = any(knob.kind == REDUCTION and "cache_reduction" in knob.levels
+                and values[knob.name][knob.levels.index("cache_reduction")] < knob.extent for knob in knobs)
+    if not loops:
+        return 0
+    first = _first_cache_tiles(sketch, values)
+    return prod(first[knob.dim] for knob in knobs if knob.kind != REDUCTION)
 
 
 def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Random) -> Candidate | None:

@@ -8,11 +8,22 @@ import random
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.tuning_spec import render_spec
 from ansor_mlir.core.schedule import Candidate, tile_knobs
+from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import main_task
+from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.space.annotation import divisors, is_valid, pipeline_consumer_vector_elements, sample_candidate
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.space.annotation import (
+    divisors,
+    is_valid,
+    pipeline_cache_tile_vector_elements,
+    pipeline_consumer_vector_elements,
+    sample_candidate,
+)
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
+from ansor_mlir.tuning.tuner import build_input
 
 
 def test_sketch_zero_is_iree_default(small_task, target):
@@ -81,6 +92,26 @@ def test_pipeline_rejects_consumer_vectors_iree_refuses(target):
     assert not is_valid(cached, {"d0": (256, 64, 16), "d1": (2, 2)}, task, target)
     assert is_valid(cached, {"d0": (256, 16, 16), "d1": (2, 2)}, task, target)
     assert pipeline_consumer_vector_elements(cached, {"d0": (256, 16, 16), "d1": (2, 2)}, task) == 16 * 128
+
+
+def test_pipeline_rejects_cache_tile_fills_iree_refuses():
+    """Compile-only, AVX2 and AVX-512: when the cache level loops over K, IREE vectorizes the accumulator's fill
+    and the bias + relu at the whole cache tile. A 128x32 tile (16 KiB) of a 512^3 matmul + bias + relu is
+    refused on AVX2 ("large vector sizes") and built on AVX-512; annotation agrees on both."""
+    text = make_workload("Dense", (512, 512, 512)).mlir
+    cached_values = {"d0": (512, 128, 4), "d1": (64, 32, 16), "d2": (64, 2)}
+    for cpu, builds in (("znver3", False), ("znver4", True)):
+        pinned = resolve_target(Target(cpu=cpu))
+        task = main_task(extract_tasks(text, pinned, "dense"))
+        cached = [s for s in generate_sketches(task, pinned) if s.rules == ("multi-level-tiling-cached",)][0]
+        assert pipeline_cache_tile_vector_elements(cached, cached_values) == 128 * 32
+        assert pipeline_cache_tile_vector_elements(cached, {**cached_values, "d2": (512, 2)}) == 0  # no K loop
+        assert is_valid(cached, cached_values, task, pinned) == builds, cpu
+        candidate = Candidate(task.key, cached.index, tuple(sorted(cached_values.items())))
+        flow = compile_to_phase(text, pinned.compile_flags(), "flow", "dense")
+        (build,) = LocalBuilder(pinned, workers=1, timeout_s=120).build([build_input(task, cached, candidate, flow)])
+        assert build.ok == builds, (cpu, build.message)
+        assert builds or "large vector sizes" in build.message
 
 
 def test_one_workgroup_over_a_large_output_is_rejected(target):
