@@ -228,8 +228,7 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
         return is_valid_strategy(resolve(sketch, candidate, task), target)
     if sketch.has(MicroKernel):  # its register tile is the micro-kernel's, not the knobs' innermost level
         resolved = resolve(sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))), task)
-        vector = max(prod(resolved.register), pipeline_consumer_vector_elements(sketch, values, task),
-                     pipeline_cache_tile_vector_elements(sketch, values))
+        vector = max(prod(resolved.register), pipeline_cache_level_vector_elements(sketch, values, task))
         return micro_kernel_fits(resolved, target) and vector * task.root.element_bytes <= limits(target).vector_bytes
     inner = vector_tiles(sketch, values)
     elem = task.root.element_bytes
@@ -247,9 +246,7 @@ def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, tar
         tile = inner[innermost.dim]
         if tile % lanes and tile != innermost.extent:
             return False
-    cache_vectors = max(pipeline_consumer_vector_elements(sketch, values, task),
-                        pipeline_cache_tile_vector_elements(sketch, values))
-    return cache_vectors * elem <= limit.vector_bytes
+    return pipeline_cache_level_vector_elements(sketch, values, task) * elem <= limit.vector_bytes
 
 
 def _first_cache_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int, int]:
@@ -300,6 +297,12 @@ def pipeline_cache_tile_vector_elements(sketch: Sketch, values: dict[str, tuple[
         return 0
     first = _first_cache_tiles(sketch, values)
     return prod(first[knob.dim] for knob in knobs if knob.kind != REDUCTION)
+
+
+def pipeline_cache_level_vector_elements(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task) -> int:
+    """The largest vector an IREE pipeline makes above the register tile: a consumer's or the cache tile's."""
+    return max(pipeline_consumer_vector_elements(sketch, values, task),
+               pipeline_cache_tile_vector_elements(sketch, values))
 
 
 def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Random) -> Candidate | None:
