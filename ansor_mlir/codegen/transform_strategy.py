@@ -74,7 +74,6 @@ from ansor_mlir.space.dag import (
 )
 from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING
 from ansor_mlir.space.gpu_mapping import is_gpu_sketch
-from ansor_mlir.space.implicit_gemm import unrolled_k_tiles
 from ansor_mlir.space.micro_kernel import peeled_rows
 from ansor_mlir.space.resolve import Resolved, resolve
 
@@ -329,15 +328,14 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     # its loops (`jc, pc, pack B, ic, jr, ir`): each `[kc, nc]` panel is packed once per workgroup and read by
     # every row tile of it. Cut before it, the panel was packed again for each row tile (TBS's 8x8 transposes
     # were as many instructions as its micro-kernel).
-    rows = dag.unpacked_rows() if packed else frozenset()
-    deferred: list[int] = []
+    deferred: tuple[int, ...] = ()
     for level in root_levels:
         sizes = tiles.per_level[level]
         if rfactor and level == "vector_reduction":
             continue
         if packed and level == "cache_parallel":
-            deferred = [size if d in rows else 0 for d, size in enumerate(sizes)]
-            sizes = [0 if d in rows else size for d, size in enumerate(sizes)]
+            deferred = tiles.deferred_row_tiles
+            sizes = [0 if cut else size for size, cut in zip(sizes, deferred, strict=True)]
         if packed and level.startswith("vector_"):
             if level == "vector_common_parallel":
                 handles[dag.root] = _pack_root(s, handles[dag.root], dag, tiles)
@@ -353,8 +351,8 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             if im2col is not None and not level.startswith("vector_"):
                 # The im2col panel is gathered per cache tile (a stack buffer), reused by its register tiles.
                 im2col, container = s.fuse_into(im2col, loops[-1])
-                trips = unrolled_k_tiles(root, sizes)
-                k_loop = (container, trips) if trips else k_loop
+                if tiles.unrolled_k_level is not None and tiles.unrolled_k_level[0] == level:
+                    k_loop = (container, tiles.unrolled_k_level[1])
             if peel is not None and level == "vector_common_parallel":
                 parts = s.peel(loops[_loop_position(sizes, peel)])
                 handles[dag.root] = s.merge([s.ops_in(part, 1)[0] for part in parts])

@@ -170,19 +170,32 @@ class Resolved:
         return sum(amap.footprint(extents) for amap in panels[:1]) * self.task.root.element_bytes
 
     @cached_property
+    def deferred_row_tiles(self) -> tuple[int, ...]:
+        """A packed root's cache tiles of its row loops (those no packed operand reads), cut after the packing
+        as GotoBLAS orders its loops, 0 elsewhere; empty when the root is not packed or not cached."""
+        if not self.sketch.has(Pack) or "cache_parallel" not in self.per_level:
+            return ()
+        assert self.dag is not None
+        rows = self.dag.unpacked_rows()
+        return tuple(size if d in rows else 0 for d, size in enumerate(self.per_level["cache_parallel"]))
+
+    @cached_property
+    def unrolled_k_level(self) -> tuple[str, int] | None:
+        """The level whose K loop the strategy unrolls around an implicit-GEMM im2col gather, and its trip
+        count: the last level above the registers that tiles K alone (`unrolled_k_tiles`)."""
+        if not self.sketch.has(ImplicitGemm):
+            return None
+        trips = [(level, unrolled_k_tiles(self.root, sizes)) for level, sizes in self.per_level.items()
+                 if level != "distribution" and not level.startswith("vector_")]
+        return next(((level, n) for level, n in reversed(trips) if n), None)
+
+    @cached_property
     def im2col_buffers(self) -> int:
         """How many im2col panels the strategy allocates: one, or one per K tile when it unrolls the K loop
         around row tiles cut after packing (each unrolled row loop gathers into a buffer of its own: GRP's
         9 K tiles made 9 panels, 34-133 KiB against IREE's 32 KiB, all rejected by IREE)."""
-        if not (self.sketch.has(ImplicitGemm) and self.sketch.has(Pack)):
-            return 1
-        assert self.dag is not None
-        rows = self.dag.unpacked_rows()
-        deferred = any(size for d, size in enumerate(self.per_level.get("cache_parallel", ())) if d in rows)
-        trips = [unrolled_k_tiles(self.root, sizes) for level, sizes in self.per_level.items()
-                 if level != "distribution" and not level.startswith("vector_")]
-        unrolled = next((n for n in reversed(trips) if n), 0)
-        return unrolled if deferred and unrolled else 1
+        unrolled = self.unrolled_k_level
+        return unrolled[1] if unrolled and any(self.deferred_row_tiles) else 1
 
 
 def resolve(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:
