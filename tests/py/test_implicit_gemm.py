@@ -199,7 +199,8 @@ def test_row_tiles_cut_after_packing_in_an_unrolled_k_loop_count_a_panel_per_k_t
     # The same tiles with the rows cut with the workgroup's (before the K loop): one panel, and IREE builds it.
     values["d1"] = (4, 4)
     whole = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
-    assert resolve(sketch, whole, task).im2col_buffers == 1 and is_valid_strategy(resolve(sketch, whole, task), pinned)
+    whole_resolved = resolve(sketch, whole, task)
+    assert whole_resolved.im2col_buffers == 1 and is_valid_strategy(whole_resolved, pinned)
     flow = compile_to_phase(make_workload(*GRP_SUITE).mlir, pinned.compile_flags(), "flow", GRP_SUITE[0])
     split, kept = LocalBuilder(pinned, workers=1, timeout_s=120).build(
         [build_input(task, sketch, c, flow) for c in (candidate, whole)])
