@@ -42,6 +42,7 @@ from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
 from ansor_mlir.frontend.task_extraction import validate_input
 from ansor_mlir.frontend.torch_import import is_factory_reference
 from ansor_mlir.measure.gpu_device import no_device_message
+from ansor_mlir.measure.idle_wakeup import threaded_timing_note
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.qemu_runner import find_emulated_runtime
@@ -347,6 +348,10 @@ def tune(
     if not tgt.runs_here and opts.trials > 0:
         return _tune_emulated(text, name, tgt, opts, callbacks)
     tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
+    wakeup = threaded_timing_note(tgt.threads) if opts.trials > 0 else None
+    if wakeup is not None:
+        for callback in (ConsoleProgress(progress=opts.progress), *callbacks):
+            callback.on_note(wakeup)
     if opts.trials == 0 and opts.trials_per_task is None:
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), [], opts.log, tgt.runtime_device())

@@ -90,6 +90,8 @@ def test_threads_reach_every_contender_and_the_report(tmp_path):
     text = doc.read_text()
     assert "batch 1, 2 threads" in text and "local-task, 2 workers" in text and "2 x one core's" in text
     assert "rewrites=`): pad-fusion." in text
+    # The idle wake-up setting the run measured under is in the report: it decides multi-threaded timings in a VM.
+    assert data["meta"]["machine"]["idle_wakeup"] in text and "cpuidle" in data["meta"]["machine"]["idle_wakeup"]
     # The warm-up the run used (`--quick`: half of a 20 ms round), written from the plan, not as fixed text.
     assert data["meta"]["budgets"]["warm_ms"] == 10 and "untimed warm-up of 10 ms" in text
 
