@@ -15,6 +15,10 @@ import shutil
 import sys
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # ansor_bench sits at the repo root, not installed
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args, argv, console, idle.text())
 
 
-def _run(args: argparse.Namespace, argv: list[str] | None, console, idle_text: str) -> int:
+def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idle_text: str) -> int:
     """The benchmark proper, under the idle wake-up setting `main` chose."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
