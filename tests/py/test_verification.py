@@ -13,7 +13,7 @@ from ansor_mlir import api
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.schedule import Candidate, Family
 from ansor_mlir.core.task import main_task
-from ansor_mlir.database.records import Record, append_records, best_records, now, read_records
+from ansor_mlir.database.records import ProgramCheck, Record, append_records, best_records, now, read_records
 from ansor_mlir.frontend.entry_point import entry_point
 from ansor_mlir.frontend.model_source import load_model
 from ansor_mlir.frontend.task_extraction import extract_tasks
@@ -21,12 +21,12 @@ from ansor_mlir.measure.builder import BuiltProgram
 from ansor_mlir.measure.inputs import encode_array, make_arrays
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
-from ansor_mlir.measure.runner import RunInput
+from ansor_mlir.measure.runner import CompareResult, RunInput
 from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.task_result import TaskResult
-from ansor_mlir.tuning.verification import ProgramVerifier, build_gap, judge, summarize
+from ansor_mlir.tuning.verification import ProgramVerifier, build_gap, inconclusive, judge, judged, summarize
 
 
 def test_judge_accepts_only_wins_beyond_the_noise():
@@ -156,3 +156,28 @@ def test_a_strategy_builds_in_the_model_and_an_unmatchable_root_is_a_failed_chec
     by_task = {c.task_key: c.program for c in checks}
     assert by_task[conv.key].rounds == 5 and by_task[conv.key].default_s > 0 and by_task[conv.key].tuned_s > 0
     assert by_task[pool.key].rounds == 0 and "cannot match its root op" in by_task[pool.key].reason
+
+
+def test_only_a_promising_check_the_noise_may_have_decided_earns_more_rounds():
+    # C2D at 2 threads on the Zen 3 guest: median 1.17x, lower quartile 0.71: inconclusive.
+    assert inconclusive(ProgramCheck(2.2e-3, 2.5e-3, 0.71, 1.17, 1.32, 15, False, "noise"))
+    assert not inconclusive(ProgramCheck(2.2e-3, 1.1e-3, 1.9, 2.0, 2.1, 15, True))  # accepted already
+    assert not inconclusive(ProgramCheck(1e-3, 1e-3, 0.9, 0.99, 1.1, 15, False, "noise"))  # a tie or a loss
+    assert not inconclusive(ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, "did not build"))
+
+
+def test_an_inconclusive_check_is_judged_again_on_the_rounds_of_both_comparisons():
+    # Program 1 wins most rounds but loses a quarter of them to the host's phases; program 2 plainly loses.
+    first = CompareResult(((2.0,) * 8, (1.0,) * 5 + (3.0,) * 3, (3.0,) * 8))
+    asked: list[list[int]] = []
+
+    def again(indices: list[int]) -> CompareResult:
+        asked.append(indices)
+        return CompareResult(((2.0,) * 8, (1.0,) * 8))
+
+    one, two = judged(first, 2, again)
+    assert asked == [[1]]  # only the inconclusive candidate is timed again
+    assert one.accepted and one.rounds == 16 and not two.accepted and two.rounds == 8
+    # A failed second comparison leaves the first verdict.
+    (kept,) = judged(CompareResult(first.samples[:2]), 1, lambda _: CompareResult(error=ErrorKind.RUNTIME_ERROR))
+    assert not kept.accepted and kept.rounds == 8
