@@ -93,9 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from ansor_mlir.errors import AnsorError
-    from ansor_mlir.measure.idle_wakeup import halt_poll_window, read_idle_wakeup
+    from ansor_mlir.measure.idle_wakeup import halt_poll_window, read_idle_wakeup, threaded_timing_note
 
     console = Console(stderr=True)
+    if args.guest_halt_poll_ns is not None and args.guest_halt_poll_ns < 0:
+        console.print("[red]error[/]: --guest-halt-poll-ns must be >= 0 (Linux's default is 200000)")
+        return 2
     with ExitStack() as stack:
         if args.guest_halt_poll_ns is not None:
             try:
@@ -104,10 +107,9 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"[red]error[/]: {exc}")
                 return 2
         idle = read_idle_wakeup()
-        if args.threads > 1 and idle.halts_at_once:
-            console.print("[yellow]warning[/]: idle vCPUs of this VM halt without polling (guest_halt_poll_ns=0): "
-                          "IREE's task workers wake late and 2-thread timings swing by whole milliseconds; "
-                          "consider --guest-halt-poll-ns 200000 (ansor_mlir/measure/idle_wakeup.py)")
+        warning = threaded_timing_note(args.threads, idle)
+        if warning is not None:
+            console.print(f"[yellow]warning[/]: {warning}, or pass --guest-halt-poll-ns 200000 for this run")
         return _run(args, argv, console, idle.text())
 
 
