@@ -93,11 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from ansor_mlir.errors import AnsorError
-    from ansor_mlir.measure.idle_wakeup import halt_poll_window, read_idle_wakeup, threaded_timing_note
+    from ansor_mlir.measure.idle_wakeup import (
+        LINUX_DEFAULT_HALT_POLL_NS,
+        halt_poll_window,
+        read_idle_wakeup,
+        threaded_timing_note,
+    )
 
     console = Console(stderr=True)
     if args.guest_halt_poll_ns is not None and args.guest_halt_poll_ns < 0:
-        console.print("[red]error[/]: --guest-halt-poll-ns must be >= 0 (Linux's default is 200000)")
+        console.print("[red]error[/]: --guest-halt-poll-ns must be >= 0 "
+                      f"(Linux's default is {LINUX_DEFAULT_HALT_POLL_NS})")
         return 2
     with ExitStack() as stack:
         if args.guest_halt_poll_ns is not None:
@@ -109,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         idle = read_idle_wakeup()
         warning = threaded_timing_note(args.threads, idle)
         if warning is not None:
-            console.print(f"[yellow]warning[/]: {warning}, or pass --guest-halt-poll-ns 200000 for this run")
+            console.print(f"[yellow]warning[/]: {warning}, or pass "
+                          f"--guest-halt-poll-ns {LINUX_DEFAULT_HALT_POLL_NS} for this run")
         return _run(args, argv, console, idle.text())
 
 
