@@ -319,6 +319,9 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
         f"- Peak f32: **{r.peak_flops / 1e9:.1f} GFLOP/s** ({r.peak_method}).\n"
         + (f"- Check of one core's peak: {m['peak_check']}.\n" if m.get("peak_check") else "") +
         f"- Memory bandwidth: **{r.bandwidth_bytes_s / 1e9:.1f} GB/s** ({r.bandwidth_method}).\n"
+        + (f"- IREE's per-call floor: **{m['call_floor']}** (median per call of a 16-float add, timed "
+           "alternately like the contenders, `ansor_bench/call_floor.py`): no IREE program runs faster on that "
+           "device, whatever its kernel.\n" if m.get("call_floor") else "") +
         "- Roofline bound of an op = max(FLOPs / peak, compulsory bytes / bandwidth of the smallest level "
         "holding them); "
         "'% of roofline' = bound / measured time.",

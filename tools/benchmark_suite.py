@@ -126,6 +126,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ansor_bench import report as rep
+    from ansor_bench.call_floor import floor_text, lowest, measure_call_floors
     from ansor_bench.contenders import Settings, select_contenders
     from ansor_bench.roofline import measure_roofline
     from ansor_bench.suite import TimingPlan, rescored, run_workload
@@ -162,6 +163,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
                         args.threads, rewrites)
     console.print("measuring this machine's roofline (1 thread)...")
     roofline = measure_roofline(target.l3_bytes, quick=args.quick, caches=(target.l2_bytes, target.l3_bytes))
+    floors = measure_call_floors(target, out_dir, plan.rounds, plan.min_round_s)
     cells, curves = [], []
     with Progress(TextColumn("[bold]benchmark"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as progress:
@@ -178,6 +180,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     roofline = roofline.best_with(
         measure_roofline(target.l3_bytes, quick=args.quick, caches=(target.l2_bytes, target.l3_bytes)))
     roofline = roofline.scaled(args.threads)
+    floors = lowest(floors, measure_call_floors(target, out_dir, plan.rounds, plan.min_round_s))
     by_label = {w.label: w for w in workloads}
     cells = [rescored(c, by_label[c.workload], roofline) for c in cells]
     shapes = ";".join(args.shape) if args.shape else args.shapes if isinstance(args.shapes, str) else ",".join(
@@ -191,6 +194,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     meta["machine"]["idle_wakeup"] = idle_text
     meta["peak_check"] = peak_check(resolve_target(target).resolved_cpu, roofline.peak_flops / args.threads,
                                     reported_clock_hz())
+    meta["call_floor"] = floor_text(floors)
     report = rep.BenchReport(meta, roofline,
                              [c.name for c in contenders], [w.label for w in workloads], cells, curves)
     rep.write_csv(report, out_dir / "results.csv")
@@ -201,6 +205,8 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     out.print(rep.geomean_table(report))
     out.print(f"peak {roofline.peak_flops / 1e9:.1f} GFLOP/s ({roofline.peak_method}); "
               f"bandwidth {roofline.bandwidth_bytes_s / 1e9:.1f} GB/s ({roofline.bandwidth_method})")
+    if meta["call_floor"]:
+        out.print(f"IREE's per-call floor: {meta['call_floor']}")
     if args.docs:
         docs_data = args.docs.parent / args.docs.stem  # each report its own data: docs/X.md, docs/X/
         docs_data.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ansor_bench.call_floor import CallFloor, floor_devices, floor_text, lowest
 from ansor_bench.roofline import OPERAND_REGISTERS, Roofline, fma_chains, measure_roofline
 from ansor_bench.timing import mismatch, time_alternately
 from ansor_mlir.core.fma_throughput import fma_throughput, peak_check, reported_clock_hz
+from ansor_mlir.core.target import detect_host
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,6 +75,9 @@ def test_quick_run_writes_csv_json_plots_and_markdown(tmp_path):
     text = doc.read_text()
     for needle in ("## Geomean speedups", "vs IREE default", "% of peak", "GMM(1,32,32,32)", "Peak f32"):
         assert needle in text
+    # One thread: IREE's programs run on the caller's thread, so that is the only floor measured.
+    assert data["meta"]["call_floor"].startswith("local-sync ") and "local-task" not in data["meta"]["call_floor"]
+    assert f"per-call floor: **{data['meta']['call_floor']}**" in text
     assert (doc.parent / "benchmarks" / "results.csv").exists()
     assert (doc.parent / "benchmarks" / "speedup_vs_iree_default.png").stat().st_size > 1000
 
@@ -90,6 +95,9 @@ def test_threads_reach_every_contender_and_the_report(tmp_path):
     text = doc.read_text()
     assert "batch 1, 2 threads" in text and "local-task, 2 workers" in text and "2 x one core's" in text
     assert "rewrites=`): pad-fusion." in text
+    # Both devices a threaded program may run on have their per-call floor measured in the run and reported.
+    assert "local-sync " in data["meta"]["call_floor"] and "local-task (2 workers) " in data["meta"]["call_floor"]
+    assert f"per-call floor: **{data['meta']['call_floor']}**" in text
     # The idle wake-up setting the run measured under is in the report: it decides multi-threaded timings in a VM.
     assert data["meta"]["machine"]["idle_wakeup"] in text and "cpuidle" in data["meta"]["machine"]["idle_wakeup"]
     # The warm-up the run used (`--quick`: half of a 20 ms round), written from the plan, not as fixed text.
@@ -176,3 +184,14 @@ def test_an_iree_program_keeps_one_placement_of_its_inputs_for_a_whole_round():
     runs = [i for k, i in enumerate(used) if k == 0 or used[k - 1] != i]  # the placements, run by run
     assert runs[1:] == [(r + 1) % 4 for r in range(rounds)]  # the first call (before the rounds) on placement 0
     assert len(used) > 2 * (rounds + 1)  # several calls a round, all on that round's placement
+
+
+def test_the_call_floor_keeps_each_devices_lower_run_and_says_nothing_unmeasured():
+    first = (CallFloor("local-sync", 0, 3e-6, 2e-6), CallFloor("local-task", 2, 30e-6, 11e-6))
+    second = (CallFloor("local-sync", 0, 4e-6, 2e-6), CallFloor("local-task", 2, 16e-6, 12e-6))
+    assert lowest(first, second) == (first[0], second[1])
+    assert lowest((), second) == second
+    assert floor_text(lowest(first, second)) == "local-sync 3.0 us; local-task (2 workers) 16.0 us"
+    assert floor_text(()) == ""
+    assert floor_devices(detect_host(threads=1)) == ("local-sync",)
+    assert floor_devices(detect_host(threads=4)) == ("local-sync", "local-task")
