@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
@@ -57,6 +57,7 @@ from ansor_mlir.tuning.budget import Budget
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.task_scheduler import TaskScheduler, make_scheduler
+from ansor_mlir.tuning.thread_seeds import thread_seeds
 from ansor_mlir.tuning.verification import ProgramVerifier, UserProgram, build_gap, summarize
 
 REFERENCE_TIMEOUT_S = 600.0
@@ -122,6 +123,8 @@ class TaskSession:
     result: TaskResult
     # The program each batch is timed alternately with (`tuning.anchor`); None: times as measured alone.
     anchor: Anchor | None = None
+    # Candidates measured first: the task's best at other thread counts on this machine (`tuning.thread_seeds`).
+    seeds: list[Candidate] = field(default_factory=list)
 
 
 def task_module(task: Task) -> str:
@@ -309,6 +312,12 @@ class Tuner:
         if default.candidate.identity not in session.measured and self.log.append([default], unique=True):
             session.result.account(default)
             session.measured.add(default.candidate.identity)
+        session.seeds = [c for c in thread_seeds(self.seen, self.target, task, sketches, self.options.batch_size)
+                         if c.identity not in session.measured]
+        if session.seeds:
+            for callback in self.callbacks:
+                callback.on_note(f"task {task.name}: measuring first the {len(session.seeds)} best candidates the "
+                                 "log holds for it at another thread count on this CPU (`tuning.thread_seeds`)")
         return session
 
     def _measure_reference(self, session: TaskSession) -> Record:
@@ -391,8 +400,8 @@ class Tuner:
                 raise ValueError(f"task scheduler picked task {index}, which has no trials left")
             session = sessions[index]
             started = time.perf_counter()
-            batch = self.policy.next_batch(session.task, session.sketches, session.measured | claimed[session.task.key],
-                                           min(self.options.batch_size, left[index]))
+            batch = self._next_batch(session, session.measured | claimed[session.task.key],
+                                     min(self.options.batch_size, left[index]))
             self.search_s += time.perf_counter() - started
             if not batch:
                 exhausted.add(index)
@@ -404,6 +413,14 @@ class Tuner:
                 left_in_run = budget.remaining([s.result.trials for s in sessions])
                 for callback in self.callbacks:
                     callback.on_round(results, index, left_in_run)
+
+    def _next_batch(self, session: TaskSession, seen: set[str], size: int) -> list[Candidate]:
+        """The task's seeds not yet measured or claimed, else the search policy's next batch."""
+        seeds = [c for c in session.seeds if c.identity not in seen][:size]
+        session.seeds = [c for c in session.seeds if c.identity not in seen and c not in seeds]
+        if seeds:
+            return seeds
+        return self.policy.next_batch(session.task, session.sketches, seen, size)
 
     def _note_stuck(self, result: TaskResult) -> None:
         """Say why a task stops early: every candidate failed the same way, which no more trials will fix."""

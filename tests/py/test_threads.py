@@ -18,6 +18,8 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.mlir.iree_compiler import compile_vmfb
+from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.thread_seeds import thread_seeds, without_threads
 from ansor_mlir.tuning.tuner import TuneOptions
 
 DUMP = "--dump_task_topologies"
@@ -85,3 +87,46 @@ def test_tuning_with_two_threads_keeps_the_thread_count(tmp_path: Path):
     with pytest.raises(AnsorError) as refused:
         api.apply_best(module, log, resolve_target(detect_host(threads=1)))
     assert ":t1" in str(refused.value) and ":t2" in str(refused.value)
+
+
+class NoteListener(TuningCallback):
+    def __init__(self, notes: list[str]):
+        self.notes = notes
+
+    def on_note(self, message: str) -> None:
+        self.notes.append(message)
+
+
+def test_a_log_of_another_thread_count_seeds_the_search_and_is_measured_again(tmp_path: Path):
+    """The task's best candidates at 1 thread open the search at 2 (`tuning.thread_seeds`): measured again on the
+    2-thread runtime and recorded for it; a log of another CPU seeds nothing."""
+    module = matmul_bias_relu(64, 64, 64)
+    one, two = resolve_target(detect_host(threads=1)), resolve_target(detect_host(threads=2))
+    log = tmp_path / "log.jsonl"
+    api.tune(module, one, options=TuneOptions(trials=5, log=log, seed=0, policy="random", progress=False,
+                                              batch_size=4, verify=0))
+    at_one = [r for r in read_records(log) if r.ok and r.candidate.sketch_index > 0]
+    fastest = [r.candidate.identity for r in sorted(at_one, key=lambda r: r.result.median_s)][:2]
+    assert len(fastest) == 2
+    notes: list[str] = []
+    api.tune(module, two, options=TuneOptions(trials=3, log=log, seed=1, policy="random", progress=False,
+                                              batch_size=2, verify=0), callbacks=[NoteListener(notes)])
+    at_two = [r for r in read_records(log) if r.target == two.key and r.candidate.sketch_index > 0]
+    assert [r.candidate.identity for r in at_two[:2]] == fastest
+    assert all(r.fingerprint == two.fingerprint for r in at_two)
+    assert any("another thread count on this CPU" in n for n in notes), notes
+
+    elsewhere = tmp_path / "other_cpu.jsonl"
+    elsewhere.write_text("".join(line.replace(one.fingerprint, one.fingerprint.replace(":t1", "x:t1"))
+                                 for line in log.read_text().splitlines(keepends=True) if one.key in line))
+    task = api.extract_tasks(module, two)[0]
+    sketches = api.generate_sketches(task, two)
+    assert thread_seeds(read_records(elsewhere), two, task, sketches, 4) == []
+    assert [c.identity for c in thread_seeds(read_records(log), two, task, sketches, 1)] == fastest[:1]
+
+
+def test_thread_counts_are_stripped_from_keys_and_fingerprints_only():
+    assert without_threads("llvm-cpu:znver3:ab12cd:t2") == "llvm-cpu:znver3:ab12cd"
+    assert without_threads("llvm-cpu:host:t16") == "llvm-cpu:host"
+    assert without_threads("cuda:sm_90") == "cuda:sm_90"
+    assert without_threads("llvm-cpu:tiger:t") == "llvm-cpu:tiger:t"

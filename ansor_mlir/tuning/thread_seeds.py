@@ -1,0 +1,62 @@
+"""Seeds from other thread counts: a task's best candidates measured on this CPU at another thread count,
+measured first when tuning at this one.
+
+A register tile, its packing and its cache blocking suit a core whatever
+the number of workers; only the distribution over workers changes. Tuned
+at 2 threads on a 2-vCPU guest, where the host's phases move one program's
+time by 2x, TBS's search settled on 8x8 register tiles whose eight best ran
+0.9-1.1x IREE's default when timed alternately, while the 4x16 kernel the
+1-thread search found ran 1.32x at 2 threads (286 against 378 us). So when
+the log holds the task's records for the same machine at another thread
+count, their best correct candidates open this run's search: measured here,
+at this thread count, counted toward the budget like any other trial, never
+applied on the other count's times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ansor_mlir.core.schedule import Candidate, Sketch
+from ansor_mlir.core.target import Target
+from ansor_mlir.core.task import Task
+from ansor_mlir.database.records import Record, task_history
+from ansor_mlir.space.annotation import is_valid
+
+
+def without_threads(key: str) -> str:
+    """A target key or fingerprint without its thread count (`llvm-cpu:znver3:ab12:t2` -> `llvm-cpu:znver3:ab12`)."""
+    head, sep, tail = key.rpartition(":t")
+    return head if sep and tail.isdigit() else key
+
+
+def other_thread_counts(records: Sequence[Record], target: Target) -> list[tuple[str, str]]:
+    """(target key, fingerprint) of each other thread count on this machine that `records` hold."""
+    key, fingerprint = without_threads(target.key), without_threads(target.fingerprint)
+    found = {(r.target, r.fingerprint) for r in records
+             if r.target != target.key and without_threads(r.target) == key
+             and r.fingerprint and without_threads(r.fingerprint) == fingerprint}
+    return sorted(found)
+
+
+def thread_seeds(records: Sequence[Record], target: Target, task: Task, sketches: list[Sketch],
+                 count: int) -> list[Candidate]:
+    """Up to `count` distinct candidates, fastest first, that ran correctly for `task` at another thread count
+    on this machine and are valid for `target` (IREE's default excluded: every run measures it anyway)."""
+    if count <= 0:
+        return []
+    history = [r for key, fingerprint in other_thread_counts(records, target)
+               for r in task_history(list(records), key, task.key, sketches, fingerprint)]
+    timed = sorted((r for r in history if r.result.ok and r.result.median_s and r.candidate.sketch_index > 0),
+                   key=lambda r: r.result.median_s)
+    by_index = {s.index: s for s in sketches}
+    seeds: dict[str, Candidate] = {}
+    for record in timed:
+        candidate = record.candidate
+        sketch = by_index[candidate.sketch_index]
+        if candidate.identity in seeds or not is_valid(sketch, dict(candidate.values), task, target):
+            continue
+        seeds[candidate.identity] = candidate
+        if len(seeds) == count:
+            break
+    return list(seeds.values())
