@@ -2,10 +2,10 @@
 
 An IREE program on `local-task` pays the task system on every call (the
 workers' wake-up, the caller's wait); on `local-sync` it runs on the calling
-thread and pays almost nothing. On a 2-vCPU guest that floor was 12-40 us on
-`local-task` against 3 us on `local-sync`, while PyTorch's 2-thread 128^3
-matmul took 29 us in all: for an op that small the floor, not the kernel,
-decides the ratio. So the report measures the floor in the same run, timed
+thread and pays almost nothing. In the 2-thread table of a 2-vCPU guest that
+floor was 11.3 us on `local-task` against 3.2 us on `local-sync`, while
+PyTorch's 2-thread 128^3 matmul took 30 us in all: for an op that small the
+floor, not the kernel, decides the ratio. So the report measures the floor in the same run, timed
 alternately by the same scheme as the contenders, and prints it beside the
 roofline, where a reader can tell the two limits apart.
 """
