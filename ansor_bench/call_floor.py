@@ -5,9 +5,9 @@ workers' wake-up, the caller's wait); on `local-sync` it runs on the calling
 thread and pays almost nothing. In the 2-thread table of a 2-vCPU guest that
 floor was 11.3 us on `local-task` against 3.2 us on `local-sync`, while
 PyTorch's 2-thread 128^3 matmul took 30 us in all: for an op that small the
-floor, not the kernel, decides the ratio. So the report measures the floor in the same run, timed
-alternately by the same scheme as the contenders, and prints it beside the
-roofline, where a reader can tell the two limits apart.
+floor, not the kernel, decides the ratio. So the report measures the floor in
+the same run, timed alternately by the same scheme as the contenders, and
+prints it beside the roofline, where a reader can tell the two limits apart.
 """
 
 from __future__ import annotations
@@ -19,24 +19,22 @@ import numpy as np
 
 from ansor_bench.timing import time_alternately
 from ansor_mlir.core.target import Target
+from ansor_mlir.tuning.device_choice import ONE_THREAD
 
 FUNCTION = "call_floor"
-PROGRAM = f"""func.func @{FUNCTION}(%a: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<16xf32> {{
+PROGRAM = """func.func @call_floor(%a: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<16xf32> {
   %r = arith.addf %a, %b : tensor<16xf32>
   return %r : tensor<16xf32>
-}}
+}
 """
-ONE_THREAD = "local-sync"
-
 
 @dataclass(frozen=True)
 class CallFloor:
-    """The median and fastest per-call time of the tiny program on one IREE runtime device."""
+    """The median per-call time of the tiny program on one IREE runtime device."""
 
     device: str
     workers: int  # 0: the calling thread
     median_s: float
-    min_s: float
 
     def text(self) -> str:
         where = f"{self.device} ({self.workers} workers)" if self.workers else self.device
@@ -63,8 +61,8 @@ def measure_call_floors(target: Target, out_dir: Path, rounds: int, min_round_s:
     devices = floor_devices(target)
     calls = {device: timed_call(CompiledModel(vmfb.read_bytes(), FUNCTION, device), inputs) for device in devices}
     timings = time_alternately(calls, rounds, min_round_s)
-    return tuple(CallFloor(device, 0 if device == ONE_THREAD else target.threads, timings[device].median_s,
-                           timings[device].min_s) for device in devices)
+    return tuple(CallFloor(device, 0 if device == ONE_THREAD else target.threads, timings[device].median_s)
+                 for device in devices)
 
 
 def lowest(first: tuple[CallFloor, ...], second: tuple[CallFloor, ...]) -> tuple[CallFloor, ...]:

@@ -416,8 +416,8 @@ class Tuner:
 
     def _next_batch(self, session: TaskSession, seen: set[str], size: int) -> list[Candidate]:
         """The task's seeds not yet measured or claimed, else the search policy's next batch."""
-        seeds = [c for c in session.seeds if c.identity not in seen][:size]
-        session.seeds = [c for c in session.seeds if c.identity not in seen and c not in seeds]
+        fresh = [c for c in session.seeds if c.identity not in seen]
+        seeds, session.seeds = fresh[:size], fresh[size:]
         if seeds:
             return seeds
         return self.policy.next_batch(session.task, session.sketches, seen, size)

@@ -187,8 +187,8 @@ def test_an_iree_program_keeps_one_placement_of_its_inputs_for_a_whole_round():
 
 
 def test_the_call_floor_keeps_each_devices_lower_run_and_says_nothing_unmeasured():
-    first = (CallFloor("local-sync", 0, 3e-6, 2e-6), CallFloor("local-task", 2, 30e-6, 11e-6))
-    second = (CallFloor("local-sync", 0, 4e-6, 2e-6), CallFloor("local-task", 2, 16e-6, 12e-6))
+    first = (CallFloor("local-sync", 0, 3e-6), CallFloor("local-task", 2, 30e-6))
+    second = (CallFloor("local-sync", 0, 4e-6), CallFloor("local-task", 2, 16e-6))
     assert lowest(first, second) == (first[0], second[1])
     assert lowest((), second) == second
     assert floor_text(lowest(first, second)) == "local-sync 3.0 us; local-task (2 workers) 16.0 us"
