@@ -190,10 +190,13 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
     if check is not None and not check.kept and check.check is not None:
         device += (f"; rewrites dropped: the program as given ran {check.check.default_s * 1e3:.3f} ms against "
                    f"{check.check.tuned_s * 1e3:.3f} ms tuned with them, so IREE's default of it is timed")
+    # At threads > 1, part of each task's trials ran on one thread first (`tuning.one_thread_start`).
+    first = sum(r.trials for r in result.one_thread)
+    split = f" (the first {result.one_thread[0].trials} of each on one thread)" if first else ""
     return _iree_prepared(vmfb, workload, inputs, settings, time.perf_counter() - start, result.device,
-                          curve=curve, trials=sum(r.trials for r in result.tasks),
-                          note=f"{tasks} task{'s' * (tasks != 1)} tuned, {settings.trials} trials each; {checks}"
-                               f"{device}")
+                          curve=curve, trials=first + sum(r.trials for r in result.tasks),
+                          note=f"{tasks} task{'s' * (tasks != 1)} tuned, {settings.trials} trials each{split}; "
+                               f"{checks}{device}")
 
 
 # --------------------------------------------------------------------------- other frameworks

@@ -66,11 +66,12 @@ from ansor_mlir.tuning.batch_export import import_results as _import_results
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
 from ansor_mlir.tuning.device_choice import DeviceChoice, alternatives, choose_device
+from ansor_mlir.tuning.one_thread_start import one_thread_start
 from ansor_mlir.tuning.program_choice import chosen_text, record_choices, recorded_choice
 from ansor_mlir.tuning.progress import ConsoleProgress
 from ansor_mlir.tuning.rewrite_check import RewriteCheck, check_rewrites
 from ansor_mlir.tuning.task_result import TaskResult
-from ansor_mlir.tuning.tuner import TuneOptions, Tuner
+from ansor_mlir.tuning.tuner import TuneOptions, Tuner, tunable_tasks
 from ansor_mlir.tuning.verification import UserProgram
 
 BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"
@@ -108,9 +109,11 @@ def check_option(function: str, name: str, value: object, pass_name: str = "anso
     if option.name == "log":
         if not isinstance(value, (str, Path)):
             raise _invalid(function, name, value, "expected a file name (str or Path)")
+    elif isinstance(option.default, float) and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+        raise _invalid(function, name, value, _domain(option))
     elif isinstance(option.default, int) and (not isinstance(value, int) or isinstance(value, bool)):
         raise _invalid(function, name, value, _domain(option))
-    elif not isinstance(option.default, int) and not isinstance(value, str):
+    elif not isinstance(option.default, (int, float)) and not isinstance(value, str):
         raise _invalid(function, name, value, _domain(option))
     try:
         return option.parse(str(value))
@@ -144,7 +147,8 @@ def check_tune_options(function: str, options: TuneOptions) -> None:
     """Every field of a `TuneOptions` within the domain `ansor-tune`'s options give it."""
     for field, option in (("trials", "trials"), ("seed", "seed"), ("batch_size", "batch"), ("verify", "verify"),
                           ("policy", "policy"), ("log", "log"), ("task_scheduler", "task-scheduler"),
-                          ("early_stopping", "early-stopping")):
+                          ("early_stopping", "early-stopping"),
+                          ("one_thread_share", "one-thread-share")):
         check_option(function, f"options.{field}", getattr(options, field), option_name=option)
     check_trials_per_task(function, "options.trials_per_task", options.trials_per_task)
     for field in ("build_workers", "verify_rounds"):
@@ -275,6 +279,9 @@ class TuneResult:
     # Whether the program rewrites paid off (`tuning.rewrite_check`); None when none applied. When they did not,
     # `module` is the program as given, which IREE builds with its defaults.
     rewrite_check: RewriteCheck | None = None
+    # At threads > 1 with `one_thread_share`, each task's result on one thread, before `tasks`
+    # (`tuning.one_thread_start`).
+    one_thread: list[TaskResult] = dataclasses.field(default_factory=list)
 
 
 
@@ -347,15 +354,25 @@ def tune(
         raise AnsorError(no_device)
     if not tgt.runs_here and opts.trials > 0:
         return _tune_emulated(text, name, tgt, opts, callbacks)
-    tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
     wakeup = threaded_timing_note(tgt.threads) if opts.trials > 0 else None
     if wakeup is not None:
         for callback in (ConsoleProgress(progress=opts.progress), *callbacks):
             callback.on_note(wakeup)
     if opts.trials == 0 and opts.trials_per_task is None:
+        tuner = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks])
         tuner.predict_tasks(tuner.tunable_tasks(text, name))
         return TuneResult(apply_best(text, opts.log, tgt, name, NO_REWRITES), [], opts.log, tgt.runtime_device())
-    results = tuner.tune_module(text, name, program.parameters, program.parameter_scope)
+    tasks = tunable_tasks(text, name, tgt, [ConsoleProgress(progress=opts.progress), *callbacks])
+    start = one_thread_start(tgt, opts, len(tasks))
+    first: list[TaskResult] = []
+    if start is not None:
+        for callback in (ConsoleProgress(progress=opts.progress), *callbacks):
+            callback.on_note(start.note(tgt.threads))
+        first = Tuner(start.target, start.first, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks]
+                      ).tune_tasks(tasks, program=program)
+        opts = start.rest
+    results = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks]
+                    ).tune_tasks(tasks, program=program)
     kept, choice = (None, None) if opts.cluster else _program_choices(given, program, changed.applied, tgt, opts,
                                                                         callbacks)
     record_choices(opts.log, tgt, given.text, name, changed.names, kept, choice)
@@ -364,7 +381,7 @@ def tune(
     dropped = kept is not None and not kept.kept
     module_text = _with_best(given.text if dropped else text, name, opts.log, tgt)
     return TuneResult(module_text, results, opts.log, choice.device if choice else tgt.runtime_device(), choice,
-                      kept)
+                      kept, first)
 
 
 def _program_choices(given: UserProgram, program: UserProgram, rewritten: bool, target: Target,

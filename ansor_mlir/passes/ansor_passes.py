@@ -115,6 +115,7 @@ def tune_options(invocation: PassInvocation) -> TuneOptions:
         pretrained=model != NO_MODEL,
         batch_size=int(invocation["batch"]),
         verify=int(invocation["verify"]),
+        one_thread_share=float(invocation["one-thread-share"]),
         progress=bool(invocation["progress"]),
         cluster=invocation["cluster"],
     )

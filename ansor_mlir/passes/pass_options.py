@@ -91,6 +91,20 @@ def integer(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def share() -> Callable[[str], float]:
+    """A part of a whole: a number in [0, 1)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise BadValue("expected a number in [0, 1)") from None
+        if not 0.0 <= value < 1.0:
+            raise BadValue("out of range: expected a number in [0, 1)")
+        return value
+
+    return parse
+
+
 def one_of(choices: Callable[[], Sequence[str]]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         valid = choices()
@@ -223,6 +237,9 @@ PASSES: dict[str, PassSpec] = {
                 Option("batch", "candidates per measured batch", integer(1, 4096), "1..4096", 8),
                 Option("verify", "best candidates per task checked in the whole program against IREE's default "
                        "(part of trials; 0: none)", integer(0, 64), "0..64", 2),
+                Option("one-thread-share", "at threads > 1, the part of the trials measured first on one thread, "
+                       "where timings hold still; their best candidates open the threaded search", share(),
+                       "0..<1", 0.5),
                 Option("progress", "show a progress bar and a final table", integer(0, 1), "0|1", 1),
                 Option("cluster", "Dask scheduler: build and measure on its workers (measuring workers declare "
                        "--resources device=1 --nthreads 1)", cluster_address, "tcp://HOST:PORT",

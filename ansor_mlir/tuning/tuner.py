@@ -107,6 +107,8 @@ class TuneOptions:
     verify_rounds: int = 15
     # The program rewrites that made the program tuned (`frontend.program_rewrites`), written in each record.
     rewrites: tuple[str, ...] = ()
+    # At threads > 1, the part of the budget measured first on one thread (`tuning.one_thread_start`); 0: none.
+    one_thread_share: float = 0.5
 
 
 @dataclass
@@ -142,6 +144,20 @@ def build_input(task: Task, sketch: Sketch, candidate: Candidate, flow_text: str
     if sketch.is_default and sketch.fixed_config is None:  # IREE's own choice: nothing to attach
         return BuildInput(task.key, flow_text, task.root_index, None)
     return BuildInput(task.key, flow_text, task.root_index, render_config(sketch, candidate, task))
+
+
+def tunable_tasks(text: str, what: str, target: Target, callbacks: Sequence[TuningCallback]) -> list[Task]:
+    """The program's tasks that can be tuned; the callbacks hear each task's notes."""
+    tasks = extract_tasks(text, target, what)
+    tunable = [t for t in tasks if t.tunable]
+    if not tunable:
+        notes = "; ".join(n for t in tasks for n in t.notes) or "no linalg compute dispatch"
+        raise AnsorError(f"{what}: nothing to tune ({notes})")
+    for task in tasks:
+        for note in task.notes:
+            for callback in callbacks:
+                callback.on_note(f"task {task.name}: {note}")
+    return tunable
 
 
 class Tuner:
@@ -188,16 +204,7 @@ class Tuner:
         return self.tune_tasks(self.tunable_tasks(text, what), program=program)
 
     def tunable_tasks(self, text: str, what: str) -> list[Task]:
-        tasks = extract_tasks(text, self.target, what)
-        tunable = [t for t in tasks if t.tunable]
-        if not tunable:
-            notes = "; ".join(n for t in tasks for n in t.notes) or "no linalg compute dispatch"
-            raise AnsorError(f"{what}: nothing to tune ({notes})")
-        for task in tasks:
-            for note in task.notes:
-                for callback in self.callbacks:
-                    callback.on_note(f"task {task.name}: {note}")
-        return tunable
+        return tunable_tasks(text, what, self.target, self.callbacks)
 
     def predict_tasks(self, tasks: list[Task]) -> list[Record]:
         """Zero-trial mode: per task, the cost model's best pick that compiles; nothing is run or timed.

@@ -11,6 +11,7 @@
 // RUN: not ansor-opt %s --ansor-tune="batch=0" 2>&1 | FileCheck %s --check-prefix=BATCH
 // RUN: not ansor-opt %s --ansor-tune="verify=65" 2>&1 | FileCheck %s --check-prefix=VERIFY
 // RUN: not ansor-opt %s --ansor-tune="progress=2" 2>&1 | FileCheck %s --check-prefix=PROGRESS
+// RUN: not ansor-opt %s --ansor-tune="one-thread-share=1" 2>&1 | FileCheck %s --check-prefix=SHARE
 // RUN: not ansor-opt %s --ansor-print-strategy="seed=0 rule=nosuchrule" 2>&1 | FileCheck %s --check-prefix=RULE
 // RUN: not ansor-opt %s --ansor-apply-best="log=" 2>&1 | FileCheck %s --check-prefix=LOG
 // RUN: not ansor-opt %s --ansor-emit-tuning-spec 2>&1 | FileCheck %s --check-prefix=REQUIRED
@@ -31,10 +32,11 @@
 // BATCH: ansor-opt: error: pass 'ansor-tune': invalid batch=0: out of range: expected an integer in [1, 4096]
 // VERIFY: ansor-opt: error: pass 'ansor-tune': invalid verify=65: out of range: expected an integer in [0, 64]
 // PROGRESS: ansor-opt: error: pass 'ansor-tune': invalid progress=2: out of range: expected an integer in [0, 1]
+// SHARE: ansor-opt: error: pass 'ansor-tune': invalid one-thread-share=1: out of range: expected a number in [0, 1)
 // RULE: ansor-opt: error: pass 'ansor-print-strategy': invalid rule=nosuchrule: valid choices are iree-default, multi-level-tiling, multi-level-tiling-cached, td-multi-level-tiling, td-multi-level-tiling-cached, rfactor, padding, packing, decompose
 // LOG: ansor-opt: error: pass 'ansor-apply-best': invalid log=: expected a file name
 // REQUIRED: ansor-opt: error: pass 'ansor-emit-tuning-spec': missing required option log=...
-// NAME: ansor-opt: error: pass 'ansor-tune': unknown option 'tirals' (accepted: target, cpu, threads, rewrites, trials, trials-per-task, task-scheduler, early-stopping, log, seed, policy, model, batch, verify, progress, cluster)
+// NAME: ansor-opt: error: pass 'ansor-tune': unknown option 'tirals' (accepted: target, cpu, threads, rewrites, trials, trials-per-task, task-scheduler, early-stopping, log, seed, policy, model, batch, verify, one-thread-share, progress, cluster)
 // TWICE: ansor-opt: error: pass 'ansor-tune': option 'seed' given twice
 // PASS: ansor-opt: error: unknown pass 'ansor-frobnicate': available passes are ansor-rewrite, ansor-extract-tasks, ansor-generate-sketches, ansor-tune, ansor-apply-best, ansor-emit-tuning-spec, ansor-emit-transform-library, ansor-print-strategy
 // BRACES: ansor-opt: error: --pass-pipeline: unbalanced braces in 'ansor-tune{trials=1'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.mlir.iree_compiler import compile_vmfb
 from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.one_thread_start import one_thread_start, split_trials
 from ansor_mlir.tuning.thread_seeds import thread_seeds, without_threads
 from ansor_mlir.tuning.tuner import TuneOptions
 
@@ -130,3 +132,42 @@ def test_thread_counts_are_stripped_from_keys_and_fingerprints_only():
     assert without_threads("llvm-cpu:host:t16") == "llvm-cpu:host"
     assert without_threads("cuda:sm_90") == "cuda:sm_90"
     assert without_threads("llvm-cpu:tiger:t") == "llvm-cpu:tiger:t"
+
+
+def test_a_threaded_budget_is_split_only_when_each_phase_gets_enough_trials_per_task():
+    two = Target(threads=2)
+    per_task = TuneOptions(trials_per_task=64, verify=2)
+    start = one_thread_start(two, per_task, tasks=3)
+    assert start is not None and start.target.threads == 1 and start.target.key.endswith(":t1")
+    assert (start.first.trials_per_task, start.first.verify, start.first.one_thread_share) == (32, 0, 0.0)
+    assert (start.rest.trials_per_task, start.rest.verify) == (32, 2)
+    assert "first 32 trials of each task" in start.note(2)
+    assert one_thread_start(Target(threads=1), per_task, tasks=1) is None
+    assert one_thread_start(two, dataclasses.replace(per_task, one_thread_share=0.0), tasks=1) is None
+    assert one_thread_start(two, TuneOptions(trials_per_task=12), tasks=1) is None  # 6 + 6: too few
+    # A budget in all is split only when each phase gives every task `MIN_PHASE_TRIALS`.
+    assert split_trials(64, 0.5, tasks=4) == (32, 32) and split_trials(64, 0.5, tasks=5) is None
+    assert split_trials(64, 0.25) == (16, 48)
+    with pytest.raises(AnsorError, match="one_thread_share"):
+        api.check_option("tune", "options.one_thread_share", 1.5, option_name="one-thread-share")
+
+
+def test_a_threaded_run_measures_part_of_its_trials_on_one_thread_first(tmp_path: Path):
+    """One call at threads=2: half of the task's trials on one thread, whose fastest candidates are the first
+    ones measured at 2 threads (`tuning.one_thread_start`)."""
+    module = matmul_bias_relu(64, 64, 64)
+    one, two = resolve_target(detect_host(threads=1)), resolve_target(detect_host(threads=2))
+    log = tmp_path / "log.jsonl"
+    notes: list[str] = []
+    result = api.tune(module, two, options=TuneOptions(trials_per_task=16, log=log, seed=0, policy="random",
+                                                       progress=False, batch_size=4, verify=0),
+                      callbacks=[NoteListener(notes)])
+    records = read_records(log)
+    at_one = [r for r in records if r.target == one.key]
+    at_two = [r for r in records if r.target == two.key]
+    assert len(at_one) == 8 and len(at_two) == 8 and [r.trials for r in result.one_thread] == [8]
+    fastest = [r.candidate.identity for r in sorted((r for r in at_one if r.ok and r.candidate.sketch_index > 0),
+                                                    key=lambda r: r.result.median_s)]
+    seeded = [r.candidate.identity for r in at_two if r.candidate.sketch_index > 0][:2]
+    assert seeded == fastest[:2]
+    assert any("measured on one thread" in n for n in notes), notes
