@@ -39,18 +39,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, linalg, tensor
+from iree.compiler.dialects import linalg, tensor
 
 from ansor_mlir.core.affine import AffineExpr, AffineMap
 from ansor_mlir.frontend.affine_maps import affine_map_from_ir
+from ansor_mlir.frontend.tensor_ir import (
+    add_elementwise,
+    erase_unused,
+    is_zeros,
+    multiplies_and_accumulates,
+    pad_with_zeros,
+    pads_with_zero,
+    slice_of,
+    static_tensor,
+    zero_constant,
+)
 from ansor_mlir.mlir.context import producer, walk
 
 NAME = "phase-decomposition"
-CASTS = frozenset({"arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp", "arith.truncf"})
-MULTIPLIES = frozenset({"arith.mulf", "arith.muli"})
-ADDS = frozenset({"arith.addf", "arith.addi"})
-# Ops of a zero insertion, erased once the phases no longer read it.
-ERASABLE = frozenset({"tensor.pad", "tensor.insert_slice", "linalg.fill", "tensor.empty", "arith.constant"})
 
 
 @dataclass(frozen=True)
@@ -132,14 +138,14 @@ def match_transposed_convolution(op: ir.Operation) -> Match | None:
     if raw_maps is None or len(raw_maps) != 3 or len(op.operands) != 3 or len(op.results) != 1:
         return None
     maps = [affine_map_from_ir(ir.AffineMapAttr(m).value) for m in raw_maps]
-    types = [_static_tensor(v.type) for v in (*op.operands, op.results[0])]
-    if None in types or not _multiplies_and_accumulates(op):
+    types = [static_tensor(v.type) for v in (*op.operands, op.results[0])]
+    if None in types or not multiplies_and_accumulates(op):
         return None
     inserted = _zero_insertion(op.operands[0])
     if inserted is None:
         return None
     source, offsets, strides, producers = inserted
-    windows = _window_dims(maps, types, _static_tensor(source.type), offsets, strides)
+    windows = _window_dims(maps, types, static_tensor(source.type), offsets, strides)
     if windows is None or all(w.stride == 1 for w in windows):
         return None
     return Match(op, source, tuple(windows), tuple(producers))
@@ -192,89 +198,21 @@ def _zero_insertion(value: ir.Value) -> tuple[ir.Value, list[int], list[int], li
         if op is None:
             return None
         producers.append(op)
-        if op.name == "tensor.pad" and len(op.operands) == 1 and _pads_with_zero(op):
+        if op.name == "tensor.pad" and len(op.operands) == 1 and pads_with_zero(op):
             pad = list(ir.DenseI64ArrayAttr(op.attributes["static_low"]))
             low = pad if low is None else [a + b for a, b in zip(low, pad, strict=True)]
             value = op.operands[0]
             continue
-        if op.name != "tensor.insert_slice" or len(op.operands) != 2 or not _is_zeros(op.operands[1]):
+        if op.name != "tensor.insert_slice" or len(op.operands) != 2 or not is_zeros(op.operands[1]):
             return None
         source, offsets, sizes, strides = op.operands[0], *(
             list(ir.DenseI64ArrayAttr(op.attributes[name])) for name in ("static_offsets", "static_sizes",
                                                                           "static_strides"))
-        source_type = _static_tensor(source.type)
+        source_type = static_tensor(source.type)
         if source_type is None or list(source_type.shape) != sizes:
             return None
         low = low or [0] * len(offsets)
         return source, [a + b for a, b in zip(offsets, low, strict=True)], strides, producers
-
-
-def _pads_with_zero(pad: ir.Operation) -> bool:
-    block = pad.regions[0].blocks[0]
-    yielded = list(block.operations)[-1].operands
-    return len(yielded) == 1 and _is_zero_scalar(yielded[0])
-
-
-def _is_zeros(value: ir.Value) -> bool:
-    """A tensor of zeros: a `linalg.fill` of a zero constant, or a zero splat constant."""
-    op = producer(value)
-    if op is None:
-        return False
-    if op.name == "linalg.fill":
-        return _is_zero_scalar(op.operands[0])
-    if op.name == "arith.constant":
-        attr = op.attributes["value"]
-        return isinstance(attr, ir.DenseElementsAttr) and attr.is_splat and _zero_attr(attr.get_splat_value())
-    return False
-
-
-def _is_zero_scalar(value: ir.Value) -> bool:
-    op = producer(value)
-    return op is not None and op.name == "arith.constant" and _zero_attr(op.attributes["value"])
-
-
-def _zero_attr(attr: ir.Attribute) -> bool:
-    if isinstance(attr, ir.FloatAttr):
-        return attr.value == 0.0
-    if isinstance(attr, ir.IntegerAttr):
-        return attr.value == 0
-    return False
-
-
-def _multiplies_and_accumulates(op: ir.Operation) -> bool:
-    """The body is `acc + x * w` (operands possibly cast): an input of zero adds nothing."""
-    if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
-        return False
-    block = op.regions[0].blocks[0]
-    if len(block.arguments) != 3:
-        return False
-    body = list(block.operations)
-    if not body or len(body[-1].operands) != 1:
-        return False
-    add = producer(body[-1].operands[0])
-    if add is None or add.name not in ADDS:
-        return False
-    acc = block.arguments[2]
-    lhs, rhs = add.operands
-    product = rhs if lhs == acc else lhs if rhs == acc else None
-    mul = producer(product) if product is not None else None
-    if mul is None or mul.name not in MULTIPLIES:
-        return False
-    factors = {_through_casts(v) for v in mul.operands}
-    return factors == {block.arguments[0], block.arguments[1]} and all(
-        o.name in CASTS | MULTIPLIES | ADDS | {body[-1].name} for o in body)
-
-
-def _through_casts(value: ir.Value) -> ir.Value:
-    op = producer(value)
-    while op is not None and op.name in CASTS:
-        value = op.operands[0]
-        op = producer(value)
-    return value
-
-
-def _static_tensor(t: ir.Type) -> ir.RankedTensorType | None:
-    return t if isinstance(t, ir.RankedTensorType) and t.has_static_shape else None
 
 
 # ---- the rewrite ----------------------------------------------------------------------------------------------
@@ -287,7 +225,7 @@ def _decompose(match: Match) -> None:
     element = out_type.element_type
     with ir.InsertionPoint(op), op.location:
         zeros: dict[ir.Type, ir.Value] = {}
-        zero = _zero(element, zeros)
+        zero = zero_constant(element, zeros)
         result = tensor.empty(list(out_type.shape), element)
         for combo in itertools.product(*(phases(dim) for dim in match.dims)):
             picked = list(zip(match.dims, combo, strict=True))
@@ -297,26 +235,15 @@ def _decompose(match: Match) -> None:
             if all(p.reads_x(d) for d, p in picked):
                 value = _phase_convolution(op, match.source, w, value, picked, zeros)
             result = tensor.insert_slice(value, result, [], [], [], out_offsets, out_sizes, out_strides)
-        if not _is_zeros(init):
+        if not is_zeros(init):
             # The accumulator's initial values (a bias) are added once, to the whole interleaved result: a
             # strided slice of them as each phase's accumulator trips IREE 3.13's bufferization.
-            result = _add(result, init)
+            result = add_elementwise(result, init)
     op.results[0].replace_all_uses_with(result)
     op.erase()
     for dead in (match.producers[0], producer(init)):
         if dead is not None:
-            _erase_unused(dead)
-
-
-def _erase_unused(op: ir.Operation) -> None:
-    """Erase the zero insertion once nothing reads it, and what it alone read (its fill, the fill's tensor)."""
-    if op.name not in ERASABLE or any(True for r in op.results for _ in r.uses):
-        return
-    operands = [producer(v) for v in op.operands]
-    op.erase()
-    for dead in operands:
-        if dead is not None:
-            _erase_unused(dead)
+            erase_unused(dead)
 
 
 def _phase_convolution(op: ir.Operation, source: ir.Value, w: ir.Value, init: ir.Value,
@@ -332,8 +259,8 @@ def _phase_convolution(op: ir.Operation, source: ir.Value, w: ir.Value, init: ir
         offsets[dim.input_dim], sizes[dim.input_dim] = first, last - first + 1
         w_offsets[dim.filter_dim], w_sizes[dim.filter_dim] = phase.first_tap, phase.taps
         w_strides[dim.filter_dim] = dim.stride
-    window = _pad(_slice(source, offsets, sizes, [1] * x_type.rank), low, high, zeros)
-    taps = _slice(w, w_offsets, w_sizes, w_strides)
+    window = pad_with_zeros(slice_of(source, offsets, sizes, [1] * x_type.rank), low, high, zeros)
+    taps = slice_of(w, w_offsets, w_sizes, w_strides)
     phase_op = op.clone()
     for index, value in enumerate((window, taps, init)):
         phase_op.operands[index] = value
@@ -348,45 +275,3 @@ def _phase_slice(out_type: ir.RankedTensorType, picks: Sequence[tuple[int, int, 
     for position, residue, count, stride in picks:
         offsets[position], sizes[position], strides[position] = residue, count, stride
     return offsets, sizes, strides
-
-
-def _slice(value: ir.Value, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> ir.Value:
-    value_type = ir.RankedTensorType(value.type)
-    if list(offsets) == [0] * value_type.rank and list(sizes) == list(value_type.shape) and set(strides) <= {1}:
-        return value
-    result = ir.RankedTensorType.get(list(sizes), value_type.element_type)
-    return tensor.extract_slice(result, value, [], [], [], offsets, sizes, strides)
-
-
-def _pad(value: ir.Value, low: Sequence[int], high: Sequence[int], zeros: dict[ir.Type, ir.Value]) -> ir.Value:
-    if not any(low) and not any(high):
-        return value
-    value_type = ir.RankedTensorType(value.type)
-    shape = [n + a + b for n, a, b in zip(value_type.shape, low, high, strict=True)]
-    zero = _zero(value_type.element_type, zeros)
-    pad = tensor.PadOp(ir.RankedTensorType.get(shape, value_type.element_type), value, [], [], low, high)
-    block = pad.regions[0].blocks.append(*[ir.IndexType.get()] * value_type.rank)
-    with ir.InsertionPoint(block):
-        tensor.yield_(zero)
-    return pad.result
-
-
-def _add(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
-    """`lhs + rhs`, element by element (a `linalg.generic` with identity maps)."""
-    result_type = ir.RankedTensorType(lhs.type)
-    identity = ir.AffineMap.get_identity(result_type.rank)
-    op = linalg.GenericOp([result_type], [lhs, rhs], [tensor.empty(list(result_type.shape), result_type.element_type)],
-                          [identity] * 3, [linalg.IteratorType.parallel] * result_type.rank)
-    block = op.regions[0].blocks.append(*[result_type.element_type] * 3)
-    with ir.InsertionPoint(block):
-        add = arith.addi if isinstance(result_type.element_type, ir.IntegerType) else arith.addf
-        linalg.yield_([add(block.arguments[0], block.arguments[1])])
-    return op.result
-
-
-def _zero(element: ir.Type, zeros: dict[ir.Type, ir.Value]) -> ir.Value:
-    """One zero constant per element type for the whole rewrite of an op (made before its first use)."""
-    if element not in zeros:
-        attr = ir.IntegerAttr.get(element, 0) if isinstance(element, ir.IntegerType) else ir.FloatAttr.get(element, 0.0)
-        zeros[element] = arith.constant(element, attr)
-    return zeros[element]

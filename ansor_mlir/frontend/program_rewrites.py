@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.border_split import NAME as BORDER_SPLIT
+from ansor_mlir.frontend.border_split import split_padded_borders
 from ansor_mlir.frontend.channels_last import NAME as CHANNELS_LAST
 from ansor_mlir.frontend.channels_last import convert_to_channels_last
 from ansor_mlir.frontend.pad_fusion import NAME as PAD_FUSION
@@ -30,13 +32,16 @@ from ansor_mlir.mlir.context import new_context, parse_module
 REWRITES: dict[str, Callable[[ir.Module], int]] = {
     PHASE_DECOMPOSITION: decompose_transposed_convolutions,
     CHANNELS_LAST: convert_to_channels_last,
+    BORDER_SPLIT: split_padded_borders,
     PAD_FUSION: fuse_pads_into_window_ops,
 }
 NO_REWRITES = "none"
 SEPARATOR = "+"
 # Phase decomposition first: the convolutions it makes are then channels-last ones too. Pad fusion is opt-in
 # (`rewrites=phase-decomposition+channels-last+pad-fusion`, last, on the final form of every window op): a
-# flow-level module it shaped builds only with `--iree-flow-enable-pad-handling` (`mlir.iree_compiler`).
+# flow-level module it shaped builds only with `--iree-flow-enable-pad-handling` (`mlir.iree_compiler`). Border
+# split is opt-in too (each of its runs is a task tuned apart), before pad fusion: it splits no op pad fusion
+# wrapped.
 DEFAULT_REWRITES = SEPARATOR.join((PHASE_DECOMPOSITION, CHANNELS_LAST))
 
 
