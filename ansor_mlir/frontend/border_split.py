@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import linalg, tensor
 
-from ansor_mlir.core.affine import AffineExpr
+from ansor_mlir.core.affine import AffineExpr, AffineMap
 from ansor_mlir.frontend.affine_maps import affine_map_from_ir
 from ansor_mlir.frontend.dispatch_regions import REGION
 from ansor_mlir.frontend.tensor_ir import (
@@ -147,14 +147,15 @@ def match_padded_convolution(op: ir.Operation, min_skipped_macs: int = MIN_SKIPP
     return Match(op, pad, best, low, high)
 
 
-def _macs(maps, types) -> int:
+def _macs(maps: Sequence[AffineMap], types: Sequence[ir.RankedTensorType]) -> int:
     """Multiply-accumulates of the op: the product of its loops' extents (each one a filter or output index)."""
-    extents = {e.position: n for m, t in zip(maps[1:], types[1:3], strict=True) for e, n in zip(m.results, t.shape,
-                                                                                               strict=True)}
+    filter_and_output = zip(maps[1:], types[1:3], strict=True)
+    extents = {e.position: n for m, t in filter_and_output for e, n in zip(m.results, t.shape, strict=True)}
     return math.prod(extents.values())
 
 
-def _windows(maps, types, source: ir.RankedTensorType, low: Sequence[int], high: Sequence[int]) -> list[Window]:
+def _windows(maps: Sequence[AffineMap], types: Sequence[ir.RankedTensorType], source: ir.RankedTensorType,
+             low: Sequence[int], high: Sequence[int]) -> list[Window]:
     """The window dimensions; none unless every other input dimension is one loop, unpadded, and every window
     reads only its padded extent."""
     in_map, filter_map, out_map = maps

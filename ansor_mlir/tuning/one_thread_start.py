@@ -23,8 +23,8 @@ import dataclasses
 from ansor_mlir.core.target import Target
 from ansor_mlir.tuning.tuner import TuneOptions
 
-# Neither phase runs with fewer trials per task than this: IREE's default is one of each phase's trials, and a threaded
-# phase of a few trials would be spent on the seeds alone.
+# Neither phase runs with fewer trials per task than this: IREE's default is one of each phase's trials, and a
+# threaded phase of a few trials would be spent on the seeds alone.
 MIN_PHASE_TRIALS = 8
 
 
