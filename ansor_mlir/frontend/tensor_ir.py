@@ -87,7 +87,8 @@ def static_tensor(t: ir.Type) -> ir.RankedTensorType | None:
 
 
 def erase_unused(op: ir.Operation) -> None:
-    """Erase the zero insertion once nothing reads it, and what it alone read (its fill, the fill's tensor)."""
+    """Erase `op` (a pad, fill, empty tensor or zero insertion a rewrite stopped reading) once nothing reads it, and
+    what it alone read."""
     if op.name not in ERASABLE or any(True for r in op.results for _ in r.uses):
         return
     operands = [producer(v) for v in op.operands]
@@ -98,6 +99,7 @@ def erase_unused(op: ir.Operation) -> None:
 
 
 def slice_of(value: ir.Value, offsets: Sequence[int], sizes: Sequence[int], strides: Sequence[int]) -> ir.Value:
+    """A static `tensor.extract_slice` of `value`; `value` itself when the slice is all of it."""
     value_type = ir.RankedTensorType(value.type)
     if list(offsets) == [0] * value_type.rank and list(sizes) == list(value_type.shape) and set(strides) <= {1}:
         return value
@@ -107,6 +109,7 @@ def slice_of(value: ir.Value, offsets: Sequence[int], sizes: Sequence[int], stri
 
 def pad_with_zeros(value: ir.Value, low: Sequence[int], high: Sequence[int],
                    zeros: dict[ir.Type, ir.Value]) -> ir.Value:
+    """`value` padded with zeros (`low`, `high` per dimension); `value` itself when nothing is padded."""
     if not any(low) and not any(high):
         return value
     value_type = ir.RankedTensorType(value.type)
