@@ -29,9 +29,19 @@ from ansor_mlir.measure.builder import BuiltProgram
 # Programs slower than this per call are not timed alternately: IREE's default of a large convolution takes
 # seconds per call, and each round calls every program at least once.
 MAX_ANCHOR_S = 0.5
-# Alternated rounds per batch, and the least time each program is called for in a round.
-ROUNDS = 3
-ROUND_S = 0.03
+# Each program's share of a batch's alternated timing, cut into as many rounds as fit between these bounds: on a
+# shared 2-vCPU guest the host's phases flip within 100 ms (six copies of one TBS program in one round: 185,
+# 180, 181, 255, 253 and 258 us), so short rounds keep most of them inside one phase and more rounds outvote
+# the ones that are not; a slow program gets the fewest, each calling it once at least.
+PROGRAM_S = 0.09
+MIN_ROUNDS, MAX_ROUNDS = 3, 9
+
+
+def rounds_for(anchor_s: float) -> tuple[int, float]:
+    """(rounds, least seconds each program is called for in a round) for a batch against an anchor of
+    `anchor_s` per call."""
+    rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(PROGRAM_S / max(anchor_s, 1e-9))))
+    return rounds, PROGRAM_S / rounds
 
 
 @dataclass(frozen=True)

@@ -498,8 +498,8 @@ class Tuner:
         if session.anchor is None or not positions:
             return {}
         programs = (session.anchor.program, *(builds[p].program for p in positions))
-        compared = self.runner.submit_compare(CompareInput(programs, session.inputs, anchor.ROUNDS,
-                                                           anchor.ROUND_S)).result()
+        compared = self.runner.submit_compare(CompareInput(programs, session.inputs,
+                                                           *anchor.rounds_for(session.anchor.time_s))).result()
         if not compared.ok:
             return {}
         now, times = anchor.anchored_times(session.anchor.time_s, compared.samples)

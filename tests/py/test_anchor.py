@@ -9,7 +9,16 @@ import pytest
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import Runner
-from ansor_mlir.tuning.anchor import MAX_ANCHOR_S, anchored, anchored_times, usable
+from ansor_mlir.tuning.anchor import (
+    MAX_ANCHOR_S,
+    MAX_ROUNDS,
+    MIN_ROUNDS,
+    PROGRAM_S,
+    anchored,
+    anchored_times,
+    rounds_for,
+    usable,
+)
 
 
 def timed(median_s: float, spread_s: float = 0.0) -> MeasureResult:
@@ -45,6 +54,14 @@ def test_anchored_times_round_trip_through_the_log_and_old_records_read_as_measu
     assert result_from_dict(data) == result
     old = {k: v for k, v in data.items() if k not in ("measured_s", "reference_s")}
     assert result_from_dict(old).measured_s is None and result_from_dict(old).reference_s is None
+
+
+def test_a_fast_anchor_gets_many_short_rounds_and_a_slow_one_a_few_long_ones():
+    """Each program's time per batch stays `PROGRAM_S`; short rounds keep most of them inside one host phase."""
+    assert rounds_for(300e-6) == (MAX_ROUNDS, pytest.approx(PROGRAM_S / MAX_ROUNDS))
+    rounds, round_s = rounds_for(0.02)
+    assert MIN_ROUNDS < rounds < MAX_ROUNDS and rounds * round_s == pytest.approx(PROGRAM_S) and round_s >= 0.02
+    assert rounds_for(MAX_ANCHOR_S) == (MIN_ROUNDS, pytest.approx(PROGRAM_S / MIN_ROUNDS))
 
 
 def test_only_fast_programs_anchor_and_only_one_device_runners_time_them():
