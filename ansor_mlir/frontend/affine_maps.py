@@ -7,6 +7,8 @@ extraction, the search space and the features.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from iree.compiler import ir
 
 from ansor_mlir.core.affine import AffineExpr, AffineMap
@@ -49,3 +51,15 @@ def indexing_maps(op: ir.Operation) -> tuple[AffineMap, ...]:
 def parse_affine_map(text: str, ctx: ir.Context | None = None) -> AffineMap:
     """The typed form of an `affine_map<...>` attribute written in MLIR (tests, hand-written tasks)."""
     return affine_map_from_ir(ir.AffineMapAttr(ir.Attribute.parse(text, ctx or ir.Context())).value)
+
+
+def convolution_window(expr: AffineExpr, out_dims: Sequence[int], filter_dims: Sequence[int],
+                       ) -> tuple[int, int, int, int] | None:
+    """(output position, filter position, stride, dilation) when a convolution's input map reads `s*oh + d*kh`
+    in this dimension: an output loop plus a loop only the filter reads."""
+    if not expr.linear or expr.constant != 0 or len(expr.terms) != 2:
+        return None
+    for (o, s), (k, d) in (expr.terms, expr.terms[::-1]):
+        if s > 0 and d > 0 and o in out_dims and k in filter_dims and k not in out_dims:
+            return out_dims.index(o), filter_dims.index(k), s, d
+    return None

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import linalg, tensor
 
-from ansor_mlir.core.affine import AffineExpr, AffineMap
-from ansor_mlir.frontend.affine_maps import affine_map_from_ir
+from ansor_mlir.core.affine import AffineMap
+from ansor_mlir.frontend.affine_maps import affine_map_from_ir, convolution_window
 from ansor_mlir.frontend.dispatch_regions import REGION
 from ansor_mlir.frontend.tensor_ir import (
     add_elementwise,
@@ -169,7 +169,7 @@ def _windows(maps: Sequence[AffineMap], types: Sequence[ir.RankedTensorType], so
             if low[i] or high[i]:
                 return []
             continue
-        loops = _window_loops(expr, out_dims, filter_dims)
+        loops = convolution_window(expr, out_dims, filter_dims)
         if loops is None:
             return []
         out_dim, filter_dim, stride, dilation = loops
@@ -178,17 +178,6 @@ def _windows(maps: Sequence[AffineMap], types: Sequence[ir.RankedTensorType], so
             return []
         windows.append(Window(i, filter_dim, out_dim, stride, dilation, source.shape[i], low[i], taps, outputs))
     return windows
-
-
-def _window_loops(expr: AffineExpr, out_dims: Sequence[int], filter_dims: Sequence[int],
-                  ) -> tuple[int, int, int, int] | None:
-    """(output position, filter position, stride, dilation) of `s*oh + d*kh`."""
-    if not expr.linear or expr.constant != 0 or len(expr.terms) != 2:
-        return None
-    for (o, s), (k, d) in (expr.terms, expr.terms[::-1]):
-        if s > 0 and d > 0 and o in out_dims and k in filter_dims and k not in out_dims:
-            return out_dims.index(o), filter_dims.index(k), s, d
-    return None
 
 
 # ---- the rewrite ----------------------------------------------------------------------------------------------

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import linalg, tensor
 
-from ansor_mlir.core.affine import AffineExpr, AffineMap
-from ansor_mlir.frontend.affine_maps import affine_map_from_ir
+from ansor_mlir.core.affine import AffineMap
+from ansor_mlir.frontend.affine_maps import affine_map_from_ir, convolution_window
 from ansor_mlir.frontend.tensor_ir import (
     add_elementwise,
     erase_unused,
@@ -166,26 +166,15 @@ def _window_dims(maps: Sequence[AffineMap], types: Sequence[ir.RankedTensorType]
             if strides[i] != 1 or offsets[i] != 0 or source.shape[i] != types[0].shape[i]:
                 return None
             continue
-        window = _window_loops(expr, out_dims, filter_dims)
-        if window is None:
+        window = convolution_window(expr, out_dims, filter_dims)
+        if window is None or window[2] != 1:  # stride 1 over the zero-inserted input
             return None
-        out_dim, filter_dim, dilation = window
+        out_dim, filter_dim, _, dilation = window
         if math.gcd(dilation, strides[i]) != 1:
             return None
         windows.append(WindowDim(i, filter_dim, out_dim, strides[i], offsets[i], source.shape[i],
                                  types[1].shape[filter_dim], dilation, types[3].shape[out_dim]))
     return windows
-
-
-def _window_loops(expr: AffineExpr, out_dims: Sequence[int], filter_dims: Sequence[int]) -> tuple[int, int, int] | None:
-    """(output position, filter position, dilation) of `oh + d*kh`: an output loop with coefficient 1 (stride 1)
-    plus a loop only the filter reads."""
-    if not expr.linear or expr.constant != 0 or len(expr.terms) != 2:
-        return None
-    for (o, co), (k, ck) in (expr.terms, expr.terms[::-1]):
-        if co == 1 and ck > 0 and o in out_dims and k in filter_dims and k not in out_dims:
-            return out_dims.index(o), filter_dims.index(k), ck
-    return None
 
 
 def _zero_insertion(value: ir.Value) -> tuple[ir.Value, list[int], list[int], list[ir.Operation]] | None:
