@@ -28,9 +28,9 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.model.cost_model import CostModel, TrainingSet
 from ansor_mlir.model.features import featurize_many
 from ansor_mlir.space.annotation import (
-    cache_floors,
     divisors,
     is_valid,
+    knob_bounds,
     padded_register_options,
     sample_fresh,
     sample_value,
@@ -104,7 +104,9 @@ def repaired(
     others = [k for k in tile_knobs(sketch.knobs) if k.name != changed.name]
     if not others:
         return None
-    lanes, floors = vector_knobs(sketch, task, target), cache_floors(sketch, task)
+    kernel = sketch.step(MicroKernel)
+    shape = kernel.knobs[0].options[values[kernel.knobs[0].name][0]] if kernel is not None else None
+    lanes, floors = knob_bounds(sketch, task, target, shape)
     for _ in range(REPAIRS):
         knob = rng.choice(others)
         trial = {**values, knob.name: sample_value(knob, rng, lanes.get(knob.name, 1), floors.get(knob.name, 1))}

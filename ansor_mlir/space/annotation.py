@@ -26,6 +26,7 @@ from ansor_mlir.core.schedule import (
     Rfactor,
     Sketch,
     TileKnob,
+    micro_kernel_shape,
     tile_knobs,
 )
 from ansor_mlir.core.target import Target
@@ -52,18 +53,19 @@ def sample_chain(knob: TileKnob, rng: random.Random, lanes: int = 1, floor: int 
     With `lanes > 1` the innermost tile is drawn first among whole vectors
     (multiples of `lanes`, or the whole loop) and every outer tile is a
     multiple of it, so the loop vectors run along never needs rejecting.
-    Tiles above the innermost are at least `floor` (or the whole bound).
+    Tiles above the register levels (`vector_*`) are at least `floor` (or
+    the whole bound).
     """
     inner = None
     if lanes > 1:
         inner = rng.choice([d for d in divisors(knob.extent) if d % lanes == 0 or d == knob.extent])
     sizes = []
     bound = knob.outer_bound
-    for i in range(len(knob.levels)):
+    for i, level in enumerate(knob.levels):
         if inner is not None and i == len(knob.levels) - 1:
             size = inner
         else:
-            least = min(floor, bound) if i < len(knob.levels) - 1 else 1
+            least = 1 if level.startswith("vector_") else min(floor, bound)
             size = rng.choice([d for d in divisors(bound) if (inner is None or d % inner == 0) and d >= least])
         sizes.append(size)
         bound = size
@@ -120,7 +122,26 @@ def cache_floors(sketch: Sketch, task: Task) -> dict[str, int]:
     if dag is None:
         return {}
     knob = reduction_knob(sketch, dag.ops[dag.root].reduction_dims[-1])
-    return {knob.name: least_cache_k(knob)} if knob is not None else {}
+    return {knob.name: least_cache_k(knob)} if knob is not None and len(knob.levels) > 1 else {}
+
+
+def knob_bounds(sketch: Sketch, task: Task, target: Target, shape: str | None = None
+                ) -> tuple[dict[str, int], dict[str, int]]:
+    """Per knob, the lanes its tiles are whole multiples of and the least tile above the register levels
+    (`sample_chain`'s `lanes` and `floor`): what `is_valid` asks, drawn so rather than rejected. A micro-kernel
+    of register shape `shape` (`MRxNR`) also asks column tiles of whole `nr` and row tiles of at least `mr`
+    (`micro_kernel_fits`): GRP's only AVX-512 shape, 14x32, took 1 of 500 uniform draws."""
+    lanes, floors = vector_knobs(sketch, task, target), cache_floors(sketch, task)
+    kernel = sketch.step(MicroKernel)
+    if kernel is None or shape is None:
+        return lanes, floors
+    mr, nr = micro_kernel_shape(shape)
+    for knob in tile_knobs(sketch.knobs):
+        if knob.of_root and knob.dim == kernel.cols and not any(lv.startswith("vector_") for lv in knob.levels):
+            lanes = {**lanes, knob.name: max(nr, lanes.get(knob.name, 1))}
+        if knob.of_root and knob.dim == kernel.rows:
+            floors = {**floors, knob.name: max(mr, floors.get(knob.name, 1))}
+    return lanes, floors
 
 
 def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:
@@ -309,10 +330,15 @@ def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Ran
     """One random valid candidate of a sketch, or None if none was found."""
     if not sketch.knobs:
         return Candidate(task.key, sketch.index, ())
-    lanes, floors = vector_knobs(sketch, task, target), cache_floors(sketch, task)
+    kernel = sketch.step(MicroKernel)
+    shape_knob = kernel.knobs[0] if kernel is not None else None
     for _ in range(MAX_TRIES):
-        values = {knob.name: sample_value(knob, rng, lanes.get(knob.name, 1), floors.get(knob.name, 1))
-                  for knob in sketch.knobs}
+        # A micro-kernel's register shape first: the row and column tiles are drawn to fit it.
+        values = {shape_knob.name: sample_value(shape_knob, rng)} if shape_knob is not None else {}
+        shape = shape_knob.options[values[shape_knob.name][0]] if shape_knob is not None else None
+        lanes, floors = knob_bounds(sketch, task, target, shape)
+        values.update({knob.name: sample_value(knob, rng, lanes.get(knob.name, 1), floors.get(knob.name, 1))
+                       for knob in sketch.knobs if knob.name not in values})
         if is_valid(sketch, values, task, target):
             return Candidate(task.key, sketch.index, tuple(sorted(values.items())))
     return None

@@ -6,6 +6,15 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+# Opset 17 came with IR version 8: stated, so that an onnxruntime older than the installed onnx (whose newest IR
+# version `make_model` writes by default) still loads the models.
+OPSET, IR_VERSION = 17, 8
+
+
+def opset17_model(graph: onnx.GraphProto) -> onnx.ModelProto:
+    """A model of `graph` at opset 17 and IR version 8."""
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+
 
 def _weight(rng: np.random.Generator, name: str, *shape: int) -> onnx.TensorProto:
     return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
@@ -26,7 +35,7 @@ def mlp_onnx(batch: int = 4, features: int = 32, hidden: int = 64, classes: int 
         nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, features])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, classes])], initializer=weights,
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return opset17_model(graph)
 
 
 def cnn_onnx(channels: int = 8, size: int = 12, seed: int = 0) -> onnx.ModelProto:
@@ -43,7 +52,7 @@ def cnn_onnx(channels: int = 8, size: int = 12, seed: int = 0) -> onnx.ModelProt
         nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels])], initializer=weights,
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return opset17_model(graph)
 
 
 def single_node_onnx(op: str, inputs: dict[str, list], output: list, **attributes) -> onnx.ModelProto:
@@ -53,7 +62,7 @@ def single_node_onnx(op: str, inputs: dict[str, list], output: list, **attribute
         [node], op.lower(), [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, output)],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return opset17_model(graph)
 
 
 def onnxruntime_outputs(model: onnx.ModelProto, *inputs: np.ndarray) -> list[np.ndarray]:

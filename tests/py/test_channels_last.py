@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from conftest import AVX2_CPU, pinned_target
 from onnx import TensorProto, helper, numpy_helper
-from onnx_models import onnxruntime_outputs
+from onnx_models import onnxruntime_outputs, opset17_model
 
 import ansor_mlir
 from ansor_mlir import api
@@ -42,7 +42,7 @@ def inverted_residual(channels: int = 8, expand: int = 4, size: int = 10, seed: 
         nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, size // 2, size // 2])],
         initializer=weights)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return opset17_model(graph)
 
 
 def test_rewrite_makes_every_convolution_and_pooling_channels_last():

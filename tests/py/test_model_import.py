@@ -18,7 +18,7 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="the ONNX importer needs onnx: pip install 'ansor-mlir[importers]'")
 pytest.importorskip("onnxruntime", reason="references come from onnxruntime: pip install onnxruntime")
 
-from onnx_models import cnn_onnx, mlp_onnx, onnxruntime_outputs, single_node_onnx  # noqa: E402
+from onnx_models import cnn_onnx, mlp_onnx, onnxruntime_outputs, opset17_model, single_node_onnx  # noqa: E402
 
 import ansor_mlir  # noqa: E402
 from ansor_mlir import api  # noqa: E402
@@ -217,7 +217,7 @@ def test_a_softmax_dispatch_keeps_iree_configuration_and_the_rest_are_tasks(targ
         [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [16, 64])],
         initializer=[onnx.numpy_helper.from_array(rng.standard_normal((32, 64)).astype(np.float32), "w")],
     )
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model = opset17_model(graph)
     tasks = api.extract_tasks(model, target)
     assert [t.root.name for t in tasks] == ["linalg.matmul"]
     x = rng.standard_normal((16, 32)).astype(np.float32)
@@ -248,7 +248,7 @@ def test_a_boolean_mask_weight_is_embedded_too(target):
     node = helper.make_node("Where", ["mask", "x", "y"], ["z"], name="where")
     graph = helper.make_graph([node], "where", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in "xy"],
                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4])], initializer=[mask])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = opset17_model(graph)
     x, y = np.arange(4, dtype=np.float32), -np.arange(4, dtype=np.float32)
     source = ansor_mlir.load_model(model)
     assert not any("flow.parameter" in line and "xi1>" in line for line in source.text.splitlines())

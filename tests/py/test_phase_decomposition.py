@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import AVX512_CPU, pinned_target
 from onnx import TensorProto, helper, numpy_helper
-from onnx_models import onnxruntime_outputs
+from onnx_models import onnxruntime_outputs, opset17_model
 
 import ansor_mlir
 from ansor_mlir import api
@@ -31,7 +31,7 @@ def conv_transpose(cin: int, cout: int, size: int, kernel: int, stride: int, pad
     graph = helper.make_graph(
         [node], "convtranspose", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, *[size] * rank])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, *[out] * rank])], initializer=weights)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return opset17_model(graph)
 
 
 def by_phases(x: np.ndarray, w: np.ndarray, dim: WindowDim) -> np.ndarray:

@@ -10,7 +10,7 @@ from conftest import assert_candidate_matches, matmul_bias_relu
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.transform_strategy import render_strategy
-from ansor_mlir.core.schedule import Candidate, MicroKernel, Pack
+from ansor_mlir.core.schedule import Candidate, MicroKernel, Pack, micro_kernel_shape
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.space.annotation import is_valid, sample_candidate
@@ -101,9 +101,11 @@ def packed_micro_kernel(target):
 
 
 def micro_kernel_values(sketch) -> dict[str, tuple[int, ...]]:
-    """One workgroup of all 32 rows, 16-row cache tiles (two per panel), 4x16 register tiles (AVX2 and AVX-512)."""
+    """One workgroup of all 32 rows, 16-row cache tiles (two per panel), register tiles 16 columns wide with the
+    fewest rows the CPU offers (4x16 with AVX2, 16x16 with AVX-512)."""
     (shapes,) = [k.options for k in sketch.knobs if k.name == "micro_kernel"]
-    return {"d0": (32, 16), "d1": (64, 16), "d2": (32, 1), "micro_kernel": (shapes.index("4x16"),)}
+    narrow = min((s for s in shapes if micro_kernel_shape(s)[1] == 16), key=lambda s: micro_kernel_shape(s)[0])
+    return {"d0": (32, 16), "d1": (64, 16), "d2": (32, 1), "micro_kernel": (shapes.index(narrow),)}
 
 
 def test_packed_micro_kernel_packs_each_panel_once_per_row_block(target, packed_micro_kernel):

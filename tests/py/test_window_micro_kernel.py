@@ -3,7 +3,8 @@
 The rule is read from loop structure (strided and dilated windows get it, a
 stride-1 convolution's pixels are ordinary rows); pinned AVX2 and AVX-512
 CPUs compile sampled candidates; on the host they run, match numpy, and the
-hot loop is an outer product of whole register tiles without spills.
+hot loop is an outer product of whole register tiles with no stores; on
+pinned CPUs it has no spills either.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from conftest import assert_builds_match_reference
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir.codegen.tuning_spec import attach_configs
-from ansor_mlir.core.schedule import Candidate, MicroKernel, Sketch, micro_kernel_shape
+from ansor_mlir.core.schedule import REDUCTION, Candidate, MicroKernel, Sketch, micro_kernel_shape
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task, main_task
 from ansor_mlir.frontend.target_resolution import resolve_target
@@ -99,12 +100,13 @@ def test_candidates_run_match_numpy_and_unroll_whole_register_tiles(workload, ta
     work = make_workload(name, shape)
     flow = compile_to_phase(work.mlir, target.compile_flags(), "flow", name)
     candidates = sampled(sketch, task, target, 2, seed=1)
-    # The largest register tile, whole: the hot loop is its outer product, accumulators in registers.
+    # The largest register tile, whole, over the whole reduction: the hot loop is its outer product,
+    # accumulators in registers (a sampled outer reduction tile of 1 would keep them in memory across it).
     largest = max(range(len(knob.options)), key=lambda i: np.prod(micro_kernel_shape(knob.options[i])))
     values = dict(candidates[0].values)
     values["micro_kernel"] = (largest,)
     for d in (k for k in sketch.knobs if getattr(k, "levels", ())):
-        if d.dim == step.rows:
+        if d.dim == step.rows or (d.kind == REDUCTION and d.of_root):
             values[d.name] = tuple(d.extent for _ in d.levels)
     whole = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
     assert is_valid(sketch, values, task, target)
@@ -118,7 +120,10 @@ def test_candidates_run_match_numpy_and_unroll_whole_register_tiles(workload, ta
     with tempfile.TemporaryDirectory() as tmp:
         reports = [hot_loop(path.read_text()) for path in dump_assembly(text, Path(tmp))]
     loop = max((r for r in reports if r is not None), key=lambda r: r.fmas)
-    assert loop.is_micro_kernel, (knob.options[largest], loop)
+    # Accumulators are never written back inside the loop. Whether LLVM also spills nothing there depends on
+    # its schedule for the CPU (znver4 hoists all three channels' weight vectors at 14x32 and spills 9, where
+    # sapphirerapids spills none), so spill-freedom is checked compile-only on pinned CPUs (below).
+    assert loop.fmas and loop.vector_stores == 0 and loop.gathers == 0, (knob.options[largest], loop)
     assert loop.fmas % (mr * nr // target.vector_lanes(4)) == 0, loop
 
 
