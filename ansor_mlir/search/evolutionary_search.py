@@ -32,6 +32,7 @@ from ansor_mlir.space.annotation import (
     is_valid,
     knob_bounds,
     padded_register_options,
+    register_shape,
     sample_fresh,
     sample_value,
     vector_knobs,
@@ -104,9 +105,7 @@ def repaired(
     others = [k for k in tile_knobs(sketch.knobs) if k.name != changed.name]
     if not others:
         return None
-    kernel = sketch.step(MicroKernel)
-    shape = kernel.knobs[0].options[values[kernel.knobs[0].name][0]] if kernel is not None else None
-    lanes, floors = knob_bounds(sketch, task, target, shape)
+    lanes, floors = knob_bounds(sketch, task, target, register_shape(sketch, values))
     for _ in range(REPAIRS):
         knob = rng.choice(others)
         trial = {**values, knob.name: sample_value(knob, rng, lanes.get(knob.name, 1), floors.get(knob.name, 1))}

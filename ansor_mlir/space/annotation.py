@@ -125,12 +125,20 @@ def cache_floors(sketch: Sketch, task: Task) -> dict[str, int]:
     return {knob.name: least_cache_k(knob)} if knob is not None and len(knob.levels) > 1 else {}
 
 
+def register_shape(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> str | None:
+    """The micro-kernel shape (`MRxNR`) that `values` choose; None without a micro-kernel or its choice."""
+    kernel = sketch.step(MicroKernel)
+    if kernel is None or kernel.knobs[0].name not in values:
+        return None
+    return kernel.knobs[0].options[values[kernel.knobs[0].name][0]]
+
+
 def knob_bounds(sketch: Sketch, task: Task, target: Target, shape: str | None = None
                 ) -> tuple[dict[str, int], dict[str, int]]:
     """Per knob, the lanes its tiles are whole multiples of and the least tile above the register levels
     (`sample_chain`'s `lanes` and `floor`): what `is_valid` asks, drawn so rather than rejected. A micro-kernel
     of register shape `shape` (`MRxNR`) also asks column tiles of whole `nr` and row tiles of at least `mr`
-    (`micro_kernel_fits`): GRP's only AVX-512 shape, 14x32, took 1 of 500 uniform draws."""
+    (`micro_kernel_fits`): for GRP's only AVX-512 shape, 14x32, 1 uniform draw in 80 passed."""
     lanes, floors = vector_knobs(sketch, task, target), cache_floors(sketch, task)
     kernel = sketch.step(MicroKernel)
     if kernel is None or shape is None:
@@ -332,11 +340,12 @@ def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Ran
         return Candidate(task.key, sketch.index, ())
     kernel = sketch.step(MicroKernel)
     shape_knob = kernel.knobs[0] if kernel is not None else None
+    bounds = {shape: knob_bounds(sketch, task, target, shape)
+              for shape in (shape_knob.options if shape_knob is not None else (None,))}
     for _ in range(MAX_TRIES):
         # A micro-kernel's register shape first: the row and column tiles are drawn to fit it.
         values = {shape_knob.name: sample_value(shape_knob, rng)} if shape_knob is not None else {}
-        shape = shape_knob.options[values[shape_knob.name][0]] if shape_knob is not None else None
-        lanes, floors = knob_bounds(sketch, task, target, shape)
+        lanes, floors = bounds[register_shape(sketch, values)]
         values.update({knob.name: sample_value(knob, rng, lanes.get(knob.name, 1), floors.get(knob.name, 1))
                        for knob in sketch.knobs if knob.name not in values})
         if is_valid(sketch, values, task, target):
