@@ -59,6 +59,7 @@ from ansor_mlir.core.schedule import (
     Pad,
     Rfactor,
     Sketch,
+    is_register_level,
 )
 from ansor_mlir.core.task import LinalgOpInfo, Task
 from ansor_mlir.mlir import generic_op
@@ -306,7 +307,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             handles[dag.last], loops = s.tile_for(handles[dag.last], sizes)
             for i in range(dag.last - 1, -1, -1):
                 handles[i], _ = s.fuse_into(handles[i], loops[-1])
-            if im2col is not None and not level.startswith("vector_"):
+            if im2col is not None and not is_register_level(level):
                 im2col, _ = s.fuse_into(im2col, loops[-1])
             if peel is not None and level == "vector_common_parallel":
                 # Fusion placed the ops in dispatch order (fills, root, the consumer chain; `peelable`).
@@ -336,7 +337,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
         if packed and level == "cache_parallel":
             deferred = tiles.deferred_row_tiles
             sizes = [0 if cut else size for size, cut in zip(sizes, deferred, strict=True)]
-        if packed and level.startswith("vector_"):
+        if packed and is_register_level(level):
             if level == "vector_common_parallel":
                 handles[dag.root] = _pack_root(s, handles[dag.root], dag, tiles)
                 if any(deferred):
@@ -348,7 +349,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             handles[dag.root] = s.pad(handles[dag.root], root, task.root.element_type, parallel_dims)
         if any(sizes):
             handles[dag.root], loops = s.tile_for(handles[dag.root], sizes)
-            if im2col is not None and not level.startswith("vector_"):
+            if im2col is not None and not is_register_level(level):
                 # The im2col panel is gathered per cache tile (a stack buffer), reused by its register tiles.
                 im2col, container = s.fuse_into(im2col, loops[-1])
                 if tiles.unrolled_k_level is not None and tiles.unrolled_k_level[0] == level:

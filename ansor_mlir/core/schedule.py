@@ -41,6 +41,12 @@ LEVEL_KIND = {
     "vector_inner_parallel": SPATIAL,
 }
 LEVEL_ORDER = tuple(LEVEL_KIND)
+
+
+def is_register_level(level: str) -> bool:
+    """A CPU register level (`vector_*`): its tiles live in vector registers, below the cache levels."""
+    return level.startswith("vector_")
+
 # IREE GPU tiling levels (`#iree_gpu.lowering_config`), outer to inner: Ansor's GPU structure `SSSRRSRS` has its
 # block tile at `workgroup`, its warp tile at `subgroup`, its reduction step (the shared-memory tile) at
 # `reduction` (or, split across the threads of a block, `partial_reduction`) and its per-thread tile at `thread`.

@@ -26,6 +26,7 @@ from ansor_mlir.core.schedule import (
     Rfactor,
     Sketch,
     TileKnob,
+    is_register_level,
     micro_kernel_shape,
     tile_knobs,
 )
@@ -65,7 +66,7 @@ def sample_chain(knob: TileKnob, rng: random.Random, lanes: int = 1, floor: int 
         if inner is not None and i == len(knob.levels) - 1:
             size = inner
         else:
-            least = 1 if level.startswith("vector_") else min(floor, bound)
+            least = 1 if is_register_level(level) else min(floor, bound)
             size = rng.choice([d for d in divisors(bound) if (inner is None or d % inner == 0) and d >= least])
         sizes.append(size)
         bound = size
@@ -145,7 +146,7 @@ def knob_bounds(sketch: Sketch, task: Task, target: Target, shape: str | None = 
         return lanes, floors
     mr, nr = micro_kernel_shape(shape)
     for knob in tile_knobs(sketch.knobs):
-        if knob.of_root and knob.dim == kernel.cols and not any(lv.startswith("vector_") for lv in knob.levels):
+        if knob.of_root and knob.dim == kernel.cols and not any(is_register_level(lv) for lv in knob.levels):
             lanes = {**lanes, knob.name: max(nr, lanes.get(knob.name, 1))}
         if knob.of_root and knob.dim == kernel.rows:
             floors = {**floors, knob.name: max(mr, floors.get(knob.name, 1))}

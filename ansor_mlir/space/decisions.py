@@ -23,6 +23,7 @@ from ansor_mlir.core.schedule import (
     Step,
     TileAndFuse,
     TileKnob,
+    is_register_level,
 )
 from ansor_mlir.space.dag import Dag, dim_map, forced_unit_dims
 
@@ -55,9 +56,9 @@ def tiling_knobs(dag: Dag, levels: tuple[str, ...], padded: bool = False, decomp
             if LEVEL_KIND[lv] == kind
             and lv != "vector_inner_parallel"
             and not (lv == "distribution" and d not in distributed)
-            and not (lv.startswith("vector_") and d in forced)
+            and not (is_register_level(lv) and d in forced)
         )
-        pads = padded and dim_levels[-1:] != () and dim_levels[-1].startswith("vector_") and (
+        pads = padded and dim_levels[-1:] != () and is_register_level(dim_levels[-1]) and (
             kind == SPATIAL or dag.is_contraction())
         if dim_levels:
             knobs.append(TileKnob(name=f"d{d}", dim=d, extent=extent, levels=dim_levels, padded=pads))
@@ -111,7 +112,7 @@ def micro_kernel_steps(
     operand), so neither is a knob. With `packed` the inputs read across `cols` are packed into `[k, nr]` panels
     above the register levels (`Pack`); with `unrolled` the rows are a window loop, unrolled
     (`MicroKernel.unrolled`)."""
-    cache = tuple(lv for lv in levels if not lv.startswith("vector_"))
+    cache = tuple(lv for lv in levels if not is_register_level(lv))
     knobs = []
     for knob in tiling_knobs(dag, levels):
         innermost_reduction = knob.kind == REDUCTION and knob.dim == dag.ops[dag.root].reduction_dims[-1]

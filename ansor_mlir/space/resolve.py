@@ -25,6 +25,7 @@ from ansor_mlir.core.schedule import (
     MicroKernel,
     Pack,
     Sketch,
+    is_register_level,
     micro_kernel_shape,
     tile_knobs,
 )
@@ -94,7 +95,7 @@ class Resolved:
         """The root's tile per loop above the register levels (cache, else workgroup tile, else whole loop)."""
         current = list(self.extents)
         for level in self.sketch.levels:
-            if not level.startswith("vector_"):
+            if not is_register_level(level):
                 current = [size or extent for size, extent in zip(self.per_level[level], current, strict=True)]
         return current
 
@@ -186,7 +187,7 @@ class Resolved:
         if not self.sketch.has(ImplicitGemm):
             return None
         trips = [(level, unrolled_k_tiles(self.root, sizes)) for level, sizes in self.per_level.items()
-                 if level != "distribution" and not level.startswith("vector_")]
+                 if level != "distribution" and not is_register_level(level)]
         return next(((level, n) for level, n in reversed(trips) if n), None)
 
     @cached_property
@@ -228,7 +229,7 @@ def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag
             if size != current[dim] or level == "distribution":
                 sizes[dim] = size
                 current[dim] = size
-        if level.startswith("vector_") and LEVEL_KIND[level] == (
+        if is_register_level(level) and LEVEL_KIND[level] == (
             REDUCTION if level == "vector_reduction" else SPATIAL
         ):
             for d in forced:
