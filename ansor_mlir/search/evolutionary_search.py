@@ -27,6 +27,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.model.cost_model import CostModel, TrainingSet
 from ansor_mlir.model.features import featurize_many
+from ansor_mlir.search.shape_neighbours import shape_neighbours
 from ansor_mlir.space.annotation import (
     divisors,
     is_valid,
@@ -164,11 +165,14 @@ class EvolutionarySearch:
     history: dict[str, list[tuple[float, Candidate]]] = field(default_factory=dict)
     # Structures (`structure`) each task has had candidates of (measured or proposed).
     structures_tried: dict[str, set[tuple[int, str | None]]] = field(default_factory=dict)
+    # Per task, the best measured candidates whose `shape_neighbours` were proposed.
+    neighboured: dict[str, set[str]] = field(default_factory=dict)
     name: str = "evolutionary"
 
     def next_batch(self, task: Task, sketches: list[Sketch], measured: set[str], size: int) -> list[Candidate]:
         """First one candidate of every structure (sketch and register tile shape) not measured yet, the
-        model's best of it (a model cannot rank a structure it has seen no measurement of), then model picks,
+        model's best of it (a model cannot rank a structure it has seen no measurement of), then the best
+        measured micro-kernel's tiles with each other register shape (`shape_neighbours`), then model picks,
         plus an eps share of random ones (at least one)."""
         seen = set(measured)
         tried = self.structures_tried.setdefault(task.key, set())
@@ -176,6 +180,9 @@ class EvolutionarySearch:
         n_random = min(size, max(1, math.ceil(size * self.params.eps_greedy)))
         ranked = [c for _, c in self.evolve(task, sketches, seen)]
         batch = first_of_each_structure(ranked, by_index, tried, size - n_random)
+        seen |= {c.identity for c in batch}
+        neighbours = [c for c in self._incumbent_neighbours(task, by_index) if c.identity not in seen]
+        batch += neighbours[: max(0, size - n_random - len(batch))]
         seen |= {c.identity for c in batch}
         covered = {index for index, _ in tried} | {c.sketch_index for c in batch}
         for sketch in sketches:  # a sketch evolution left no candidate of gets a random one
@@ -187,6 +194,16 @@ class EvolutionarySearch:
         batch += sample_fresh(sketches, task, self.target, self.rng, size - len(batch), seen)
         tried |= {structure(c, by_index) for c in batch}
         return batch
+
+    def _incumbent_neighbours(self, task: Task, by_index: dict[int, Sketch]) -> list[Candidate]:
+        """`shape_neighbours` of the task's best measured candidate, once per best."""
+        history = self.history.get(task.key)
+        done = self.neighboured.setdefault(task.key, set())
+        if not history or history[0][1].identity in done or history[0][1].sketch_index not in by_index:
+            return []
+        best = history[0][1]
+        done.add(best.identity)
+        return shape_neighbours(best, by_index[best.sketch_index], task, self.target)
 
     def update(self, task: Task, sketches: list[Sketch], results: list[tuple[Candidate, MeasureResult]]) -> None:
         by_index = {s.index: s for s in sketches}
