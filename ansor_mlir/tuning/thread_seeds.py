@@ -10,18 +10,28 @@ time by 2x, TBS's search settled on 8x8 register tiles whose eight best ran
 the log holds the task's records for the same machine at another thread
 count, their best correct candidates open this run's search: measured here,
 at this thread count, counted toward the budget like any other trial, never
-applied on the other count's times.
+applied on the other count's times. A seed whose workgroups do not share out
+evenly over this run's threads comes with its nearest variants that do
+(`balanced`): TBS's 1-thread best has 3 workgroups, 305 us at 2 threads,
+where the same kernel in 6 ran 259 us and in 2 278 us (PyTorch 237 us, all
+timed alternately in one slow phase of the host).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from ansor_mlir.core.schedule import Candidate, Sketch
+from ansor_mlir.core.schedule import Candidate, Sketch, TileKnob, tile_knobs
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, task_history
-from ansor_mlir.space.annotation import is_valid
+from ansor_mlir.space.annotation import divisors, is_valid
+from ansor_mlir.space.resolve import resolve
+
+DISTRIBUTION = "distribution"
+# Balanced variants offered per seed (nearest first).
+BALANCED_VARIANTS = 2
 
 
 def without_threads(key: str) -> str:
@@ -56,7 +66,49 @@ def thread_seeds(records: Sequence[Record], target: Target, task: Task, sketches
         sketch = by_index[candidate.sketch_index]
         if candidate.identity in seeds or not is_valid(sketch, dict(candidate.values), task, target):
             continue
-        seeds[candidate.identity] = candidate
-        if len(seeds) == count:
+        for seed in (candidate, *balanced(candidate, sketch, task, target)):
+            seeds.setdefault(seed.identity, seed)
+        if len(seeds) >= count:
             break
-    return list(seeds.values())
+    return list(seeds.values())[:count]
+
+
+def workgroups(candidate: Candidate, sketch: Sketch, task: Task) -> int:
+    """How many workgroups the candidate's distribution tiles make."""
+    resolved = resolve(sketch, candidate, task)
+    return math.prod(-(-extent // tile) for tile, extent in zip(resolved.level_tiles()["wg"], resolved.extents,
+                                                                 strict=True))
+
+
+def redistributed(knob: TileKnob, chain: tuple[int, ...], size: int) -> tuple[int, ...]:
+    """`chain` with its distribution tile `size`, the inner tiles shrunk to keep dividing."""
+    out = [size]
+    for tile in chain[1:]:
+        out.append(math.gcd(tile, out[-1]))
+    return tuple(out)
+
+
+def balanced(candidate: Candidate, sketch: Sketch, task: Task, target: Target) -> list[Candidate]:
+    """Up to `BALANCED_VARIANTS` valid variants of `candidate`, nearest first, whose workgroup count is a multiple
+    of the target's threads, one distribution tile changed; none when it already is or for one thread."""
+    if target.threads <= 1 or workgroups(candidate, sketch, task) % target.threads == 0:
+        return []
+    values = dict(candidate.values)
+    options = []
+    for knob in tile_knobs(sketch.knobs):
+        if not knob.levels or knob.levels[0] != DISTRIBUTION or knob.padded:
+            continue
+        old = values[knob.name]
+        for size in divisors(knob.outer_bound):
+            if size == old[0]:
+                continue
+            trial = Candidate(candidate.task_key, candidate.sketch_index,
+                              tuple(sorted({**values, knob.name: redistributed(knob, old, size)}.items())))
+            options.append((abs(math.log2(size / old[0])), trial))
+    out: list[Candidate] = []
+    for _, trial in sorted(options, key=lambda item: item[0]):
+        if workgroups(trial, sketch, task) % target.threads == 0 and is_valid(sketch, dict(trial.values), task, target):
+            out.append(trial)
+            if len(out) == BALANCED_VARIANTS:
+                break
+    return out

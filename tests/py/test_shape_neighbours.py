@@ -85,3 +85,4 @@ def test_the_search_measures_a_new_best_with_the_other_shapes_once():
     assert expected and expected <= {c.identity for c in batch}
     again = search.next_batch(task, sketches, measured | {c.identity for c in batch}, 16)
     assert not expected & {c.identity for c in again}
+

@@ -10,18 +10,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import matmul_bias_relu
+from conftest import AVX2_CPU, matmul_bias_relu, pinned_target
 
+from ansor_bench.workloads import make_workload
 from ansor_mlir import api
+from ansor_mlir.core.schedule import Candidate, Family, MicroKernel
 from ansor_mlir.core.target import Target, detect_host
+from ansor_mlir.core.task import main_task
 from ansor_mlir.database.records import read_records
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.target_resolution import resolve_target
+from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.mlir.iree_compiler import compile_vmfb
+from ansor_mlir.space.annotation import is_valid
+from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.one_thread_start import one_thread_start, split_trials
-from ansor_mlir.tuning.thread_seeds import thread_seeds, without_threads
+from ansor_mlir.tuning.thread_seeds import balanced, thread_seeds, without_threads, workgroups
 from ansor_mlir.tuning.tuner import TuneOptions
 
 DUMP = "--dump_task_topologies"
@@ -171,3 +177,21 @@ def test_a_threaded_run_measures_part_of_its_trials_on_one_thread_first(tmp_path
     seeded = [r.candidate.identity for r in at_two if r.candidate.sketch_index > 0][:2]
     assert seeded == fastest[:2]
     assert any("measured on one thread" in n for n in notes), notes
+
+
+def test_a_seed_from_one_thread_comes_with_variants_whose_workgroups_share_out_evenly():
+    """TBS's 1-thread best makes 3 workgroups: at 2 threads it ran 305 us, the same kernel in 6 ran 259 us."""
+    target = pinned_target(AVX2_CPU)
+    task = main_task(extract_tasks(make_workload("TBS", (1, 128, 12, 64)).mlir, target, "TBS"))
+    sketch = next(s for s in generate_sketches(task, target) if s.family is Family.TRANSFORM and s.has(MicroKernel))
+    shape = (sketch.step(MicroKernel).knobs[0].options.index("4x16"),)
+    values = {"d0": (4, 1), "d1": (128, 8), "d2": (128, 128), "d3": (64, 2), "micro_kernel": shape}
+    seed = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
+    assert workgroups(seed, sketch, task) == 3
+    assert not balanced(seed, sketch, task, target)  # one thread
+    two = dataclasses.replace(target, threads=2)
+    variants = balanced(seed, sketch, task, two)
+    assert variants and all(workgroups(v, sketch, task) % 2 == 0 for v in variants)
+    assert all(is_valid(sketch, dict(v.values), task, two) for v in variants)
+    assert all(dict(v.values)["micro_kernel"] == shape and dict(v.values)["d1"] == values["d1"] for v in variants)
+    assert not balanced(variants[0], sketch, task, two)
