@@ -37,6 +37,7 @@ from ansor_mlir.space.annotation import (
     sample_fresh,
     sample_value,
     vector_knobs,
+    with_tile,
 )
 
 # Re-samples of another knob tried when a mutation alone leaves the candidate invalid (`repaired`).
@@ -80,11 +81,7 @@ def mutate(candidate: Candidate, sketch: Sketch, task: Task, target: Target, rng
             options = [d for d in sizes if d != old[level]]
             if not options:
                 continue
-            chain = list(old)
-            chain[level] = rng.choice(options)
-            for inner in range(level + 1, len(chain)):
-                chain[inner] = math.gcd(chain[inner], chain[inner - 1])
-            new = tuple(chain)
+            new = with_tile(old, level, rng.choice(options))
         trial = {**values, knob.name: new}
         if is_valid(sketch, trial, task, target) or (trial := repaired(trial, knob, sketch, task, target, rng)):
             return Candidate(candidate.task_key, candidate.sketch_index, tuple(sorted(trial.items())))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from functools import lru_cache
-from math import prod
+from math import gcd, prod
 
 from ansor_mlir.core.schedule import (
     REDUCTION,
@@ -46,6 +46,14 @@ MAX_TRIES = 200
 @lru_cache(maxsize=4096)
 def divisors(n: int) -> tuple[int, ...]:
     return tuple(d for d in range(1, n + 1) if n % d == 0)
+
+
+def with_tile(chain: tuple[int, ...], level: int, size: int) -> tuple[int, ...]:
+    """`chain` with its tile at `level` set to `size`, the tiles inside it shrunk to keep dividing."""
+    out = [*chain[:level], size]
+    for tile in chain[level + 1:]:
+        out.append(gcd(tile, out[-1]))
+    return tuple(out)
 
 
 def sample_chain(knob: TileKnob, rng: random.Random, lanes: int = 1, floor: int = 1) -> tuple[int, ...]:

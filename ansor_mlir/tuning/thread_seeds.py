@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ansor_mlir.core.schedule import Candidate, Sketch, TileKnob, tile_knobs
+from ansor_mlir.core.schedule import Candidate, Sketch, tile_knobs
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, task_history
-from ansor_mlir.space.annotation import divisors, is_valid
+from ansor_mlir.space.annotation import divisors, is_valid, with_tile
 from ansor_mlir.space.resolve import resolve
 
 DISTRIBUTION = "distribution"
@@ -80,14 +80,6 @@ def workgroups(candidate: Candidate, sketch: Sketch, task: Task) -> int:
                                                                  strict=True))
 
 
-def redistributed(knob: TileKnob, chain: tuple[int, ...], size: int) -> tuple[int, ...]:
-    """`chain` with its distribution tile `size`, the inner tiles shrunk to keep dividing."""
-    out = [size]
-    for tile in chain[1:]:
-        out.append(math.gcd(tile, out[-1]))
-    return tuple(out)
-
-
 def balanced(candidate: Candidate, sketch: Sketch, task: Task, target: Target) -> list[Candidate]:
     """Up to `BALANCED_VARIANTS` valid variants of `candidate`, nearest first, whose workgroup count is a multiple
     of the target's threads, one distribution tile changed; none when it already is or for one thread."""
@@ -103,7 +95,7 @@ def balanced(candidate: Candidate, sketch: Sketch, task: Task, target: Target) -
             if size == old[0]:
                 continue
             trial = Candidate(candidate.task_key, candidate.sketch_index,
-                              tuple(sorted({**values, knob.name: redistributed(knob, old, size)}.items())))
+                              tuple(sorted({**values, knob.name: with_tile(old, 0, size)}.items())))
             options.append((abs(math.log2(size / old[0])), trial))
     out: list[Candidate] = []
     for _, trial in sorted(options, key=lambda item: item[0]):
