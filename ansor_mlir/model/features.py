@@ -133,7 +133,7 @@ def featurize(task: Task, sketch: Sketch, candidate: Candidate, target: Target) 
         parent = tile
 
     wg = plan["wg"]
-    groups = prod(ceil(e / t) for e, t in zip(extents, wg, strict=True))
+    groups = resolved.workgroups
     cores = max(1, target.threads)
     waves = ceil(groups / cores)
     compulsory = sum(footprint(m, extents) for m in maps) * elem

@@ -196,9 +196,9 @@ class EvolutionarySearch:
         """`shape_neighbours` of the task's best measured candidate, once per best."""
         history = self.history.get(task.key)
         done = self.neighboured.setdefault(task.key, set())
-        if not history or history[0][1].identity in done or history[0][1].sketch_index not in by_index:
+        best = history[0][1] if history else None
+        if best is None or best.identity in done or best.sketch_index not in by_index:
             return []
-        best = history[0][1]
         done.add(best.identity)
         return shape_neighbours(best, by_index[best.sketch_index], task, self.target)
 

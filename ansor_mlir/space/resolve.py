@@ -119,6 +119,11 @@ class Resolved:
             tiles.append(tuple(sizes[d] if d is not None else 1 for d in output_dims(op)))
         return tiles
 
+    @property
+    def workgroups(self) -> int:
+        """How many workgroups the distribution tiles make (the whole loop where a loop is not distributed)."""
+        return prod(-(-extent // tile) for extent, tile in zip(self.extents, self.level_tiles()["wg"], strict=True))
+
     @cached_property
     def workgroup_output_elements(self) -> int:
         """Elements of the root's output tile per workgroup (a stack buffer when consumers run after the root)."""

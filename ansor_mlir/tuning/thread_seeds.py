@@ -19,13 +19,13 @@ timed alternately in one slow phase of the host).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from ansor_mlir.core.schedule import Candidate, Sketch, tile_knobs
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, task_history
+from ansor_mlir.search.shape_neighbours import distance
 from ansor_mlir.space.annotation import divisors, is_valid, with_tile
 from ansor_mlir.space.resolve import resolve
 
@@ -75,9 +75,7 @@ def thread_seeds(records: Sequence[Record], target: Target, task: Task, sketches
 
 def workgroups(candidate: Candidate, sketch: Sketch, task: Task) -> int:
     """How many workgroups the candidate's distribution tiles make."""
-    resolved = resolve(sketch, candidate, task)
-    return math.prod(-(-extent // tile) for tile, extent in zip(resolved.level_tiles()["wg"], resolved.extents,
-                                                                 strict=True))
+    return resolve(sketch, candidate, task).workgroups
 
 
 def balanced(candidate: Candidate, sketch: Sketch, task: Task, target: Target) -> list[Candidate]:
@@ -96,7 +94,7 @@ def balanced(candidate: Candidate, sketch: Sketch, task: Task, target: Target) -
                 continue
             trial = Candidate(candidate.task_key, candidate.sketch_index,
                               tuple(sorted({**values, knob.name: with_tile(old, 0, size)}.items())))
-            options.append((abs(math.log2(size / old[0])), trial))
+            options.append((distance((size,), old[:1]), trial))
     out: list[Candidate] = []
     for _, trial in sorted(options, key=lambda item: item[0]):
         if workgroups(trial, sketch, task) % target.threads == 0 and is_valid(sketch, dict(trial.values), task, target):
