@@ -154,7 +154,8 @@ def test_a_strategy_builds_in_the_model_and_an_unmatchable_root_is_a_failed_chec
                                    parameter_scope=source.scope)
         checks = verifier.verify(source.text, source.name, [TaskResult(task=conv), TaskResult(task=pool)], records)
     by_task = {c.task_key: c.program for c in checks}
-    assert by_task[conv.key].rounds == 5 and by_task[conv.key].default_s > 0 and by_task[conv.key].tuned_s > 0
+    # 5 rounds, or 10 where the noise left a promising verdict open (`inconclusive`) and it was timed again
+    assert by_task[conv.key].rounds in (5, 10) and by_task[conv.key].default_s > 0 and by_task[conv.key].tuned_s > 0
     assert by_task[pool.key].rounds == 0 and "cannot match its root op" in by_task[pool.key].reason
 
 
