@@ -7,7 +7,8 @@ time on small ops while their kernels matched PyTorch's on one thread. The
 call has three threads for two vCPUs: two task workers and the caller, which
 waits inside the call (`hal.fence.await`). This report builds IREE's default
 of each op twice, the normal synchronous function and the same program with
-`--iree-execution-model=async-external` (it takes a wait and a signal fence
+`--iree-execution-model=async-external`, as `Target.compile_flags` builds every program for
+threads > 1 since this report (it takes a wait and a signal fence
 and returns once the work is queued), and times, in alternated rounds of
 back-to-back calls on one `local-task` device:
 
@@ -43,12 +44,11 @@ sys.path.insert(0, str(ROOT))
 
 from ansor_bench.report import cpu_model, git_commit  # noqa: E402
 from ansor_bench.workloads import make_workload, suite_args  # noqa: E402
-from ansor_mlir.core.target import detect_host  # noqa: E402
+from ansor_mlir.core.target import ASYNC_EXECUTION_FLAG, detect_host  # noqa: E402
 from ansor_mlir.frontend.target_resolution import resolve_target  # noqa: E402
 from ansor_mlir.mlir.iree_compiler import compile_vmfb  # noqa: E402
 
 SHAPES = {"GMM": (1, 128, 128, 128), "softmax": (1536, 128), "NRM": (1, 256, 256)}
-ASYNC_FLAG = "--iree-execution-model=async-external"
 
 
 @dataclass
@@ -151,9 +151,10 @@ def report_op(name: str, threads: int, rounds: int, round_s: float, out_dir: Pat
     workload = make_workload(name, SHAPES[name])
     target = resolve_target(detect_host(threads=threads))
     vmfbs = {}
-    for model, extra in (("sync", []), ("async", [ASYNC_FLAG])):
+    base = [flag for flag in target.compile_flags() if flag != ASYNC_EXECUTION_FLAG]
+    for model, extra in (("sync", []), ("async", [ASYNC_EXECUTION_FLAG])):
         vmfbs[model] = out_dir / f"{name}.{model}.vmfb"
-        built = compile_vmfb(workload.mlir, [*target.compile_flags(), *extra], vmfbs[model])
+        built = compile_vmfb(workload.mlir, [*base, *extra], vmfbs[model])
         if not built.ok:
             return [f"{name}: IREE did not build it ({model}): {built.stderr.strip().splitlines()[-1:]}"]
     device = rt.get_device(target.runtime_device())

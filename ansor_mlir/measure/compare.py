@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ansor_mlir.measure.vm_call import placements, prepared_calls
+from ansor_mlir.mlir.vm_invoke import call_outputs
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,8 @@ def load_function(vmfb: Path | bytes, function: str, device: str = "local-sync")
 def run_once(
     vmfb: Path | bytes, function: str, inputs: list[np.ndarray], device: str = "local-sync"
 ) -> list[np.ndarray]:
-    fn, _ = load_function(vmfb, function, device)
-    result = fn(*inputs)
-    outputs = result if isinstance(result, tuple) else (result,)
+    fn, config = load_function(vmfb, function, device)
+    outputs = call_outputs(fn, config.device, inputs)
     return [np.asarray(o.to_host()) for o in outputs]
 
 
@@ -78,8 +78,8 @@ def time_alternately(
         data = c.vmfb if isinstance(c.vmfb, bytes) else c.vmfb.read_bytes()
         ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, data))
         fn = ctx.modules.module[c.function]
-        fn(*[rt.asdevicearray(config.device, x) for x in inputs])
-        loaded[c.name] = prepared_calls(fn, rotation)
+        call_outputs(fn, config.device, [rt.asdevicearray(config.device, x) for x in inputs])
+        loaded[c.name] = prepared_calls(fn, rotation, config.device)
     # Each contender's calls, one per placement: IREE programs through the VM directly (`vm_call`), host
     # callables on the host inputs (one).
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}

@@ -25,6 +25,7 @@ import numpy as np
 
 from ansor_mlir.measure.arrays import is_floating, save_array  # also teaches np.load the ml_dtypes types
 from ansor_mlir.measure.vm_call import placements, prepared_calls
+from ansor_mlir.mlir.vm_invoke import call_outputs
 
 # A call this slow is timed with no extra warm-up and fewer repeats.
 SLOW_CALL_S = 0.5
@@ -81,9 +82,8 @@ def time_module(request: dict) -> dict:
     inputs = [np.load(path) for path in request["inputs"]]
     args = [rt.asdevicearray(config.device, x) for x in inputs]
     started = time.perf_counter()
-    result = fn(*args)
+    outputs = call_outputs(fn, config.device, args)
     first_s = time.perf_counter() - started
-    outputs = result if isinstance(result, tuple) else (result,)
     host = [np.asarray(o.to_host()) for o in outputs]
     response: dict = {"max_abs_error": 0.0}
     if request.get("references"):
@@ -101,7 +101,7 @@ def time_module(request: dict) -> dict:
     if first_s > SLOW_CALL_S:
         # Seconds per call: the checked call warmed everything up, and a few calls are plenty.
         warmup, min_repeats = 0, min(min_repeats, 2)
-    placed = prepared_calls(fn, [args, *placements(config.device, inputs)[1:]])
+    placed = prepared_calls(fn, [args, *placements(config.device, inputs)[1:]], config.device)
     for i in range(warmup):
         placed[i % len(placed)]()
     times = []
@@ -134,15 +134,14 @@ def compare_modules(request: dict) -> dict:
     for path, name in zip(request["compare"], names, strict=True):
         config = configs[name]
         fn = load_function(config, path, request)
-        result = fn(*[rt.asdevicearray(config.device, x) for x in inputs])
-        results = result if isinstance(result, tuple) else (result,)
+        results = call_outputs(fn, config.device, [rt.asdevicearray(config.device, x) for x in inputs])
         outputs.append([np.asarray(o.to_host()) for o in results])
         loaded.append(fn)
     wrong = [i for i, outs in enumerate(outputs) if i and not all(
         compare(out, ref)[0] for out, ref in zip(outs, outputs[0], strict=True))]
     samples: list[list[float]] = [[] for _ in loaded]
     rotations = {name: placements(config.device, inputs) for name, config in configs.items()}
-    calls = [prepared_calls(fn, rotations[name]) for fn, name in zip(loaded, names, strict=True)]
+    calls = [prepared_calls(fn, rotations[name], configs[name].device) for fn, name in zip(loaded, names, strict=True)]
     for round_index in range(request["rounds"]):
         for i, program_calls in enumerate(calls):
             call = program_calls[round_index % len(program_calls)]

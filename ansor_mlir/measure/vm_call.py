@@ -14,6 +14,8 @@ prepared call against the invoker, so a runtime that renames them fails there.
 
 Calls rotate over several placements of the inputs (`placements`): where the
 operands sit moves a kernel's time (`run_worker` says how much).
+
+A program built for threads > 1 is called through its fences (`mlir.vm_invoke`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from ansor_mlir.mlir.vm_invoke import bound_call
 
 if TYPE_CHECKING:
     from ansor_mlir.mlir.iree_module import CompiledModel
@@ -40,27 +44,15 @@ def placements(device, inputs: list[np.ndarray]) -> list[list]:
     return [[rt.asdevicearray(device, x) for x in inputs] for _ in range(count)]
 
 
-def prepared_call(fn, args: Sequence) -> Callable[[], object]:
-    """A zero-argument call of `fn` (an `iree.runtime` bound function) on device arrays `args`."""
-    import iree.runtime as rt
-
-    context, function = fn._vm_context, fn.vm_function
-    arg_list = rt.VmVariantList(len(args))
-    for array in args:
-        arg_list.push_ref(array._buffer_view)
-    capacity = max(1, len(fn._ret_descs or ()))
-
-    def call() -> object:
-        results = rt.VmVariantList(capacity)
-        context.invoke(function, arg_list, results)
-        return results
-
-    return call
+def prepared_call(fn, args: Sequence, device=None) -> Callable[[], object]:
+    """A zero-argument call of `fn` (an `iree.runtime` bound function) on device arrays `args`, returning its
+    results list (`mlir.vm_invoke.bound_call`: an asynchronous function is waited for with a yielding poll)."""
+    return bound_call(fn, args, device)
 
 
-def prepared_calls(fn, placements: Sequence[Sequence]) -> list[Callable[[], object]]:
+def prepared_calls(fn, placements: Sequence[Sequence], device=None) -> list[Callable[[], object]]:
     """One prepared call per placement of the inputs (`placements`)."""
-    return [prepared_call(fn, args) for args in placements]
+    return [prepared_call(fn, args, device) for args in placements]
 
 
 @dataclass
@@ -93,4 +85,4 @@ def timed_call(program: CompiledModel, inputs: Sequence) -> PlacedCalls:
     """
     device, function = program.bound()
     arrays = [np.asarray(x, order="C") for x in inputs]
-    return PlacedCalls(prepared_calls(function, placements(device, arrays)))
+    return PlacedCalls(prepared_calls(function, placements(device, arrays), device))

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.mlir.vm_invoke import call_outputs
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,8 @@ class CompiledModel:
     def __call__(self, *inputs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         """Run the function on numpy arrays (or anything `np.asarray` takes, torch tensors included)."""
         arrays = [np.asarray(x, order="C") for x in inputs]  # not ascontiguousarray: it makes scalars 1-d
-        result = self._function(*arrays)
-        outputs = result if isinstance(result, tuple) else (result,)
+        config, function = self._runtime
+        outputs = call_outputs(function, config.device, arrays)
         host = tuple(np.asarray(o.to_host()) for o in outputs)
         return host[0] if len(host) == 1 else host
 

@@ -15,14 +15,16 @@ from conftest import AVX2_CPU, matmul_bias_relu, pinned_target
 from ansor_bench.workloads import make_workload
 from ansor_mlir import api
 from ansor_mlir.core.schedule import Candidate, Family, MicroKernel
-from ansor_mlir.core.target import Target, detect_host
+from ansor_mlir.core.target import ASYNC_EXECUTION_FLAG, Target, detect_host
 from ansor_mlir.core.task import main_task
 from ansor_mlir.database.records import read_records
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.measure.vm_call import timed_call
 from ansor_mlir.mlir.iree_compiler import compile_vmfb
+from ansor_mlir.mlir.vm_invoke import call_outputs, is_async
 from ansor_mlir.space.annotation import is_valid
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.callbacks import TuningCallback
@@ -46,6 +48,33 @@ def test_one_thread_times_on_the_calling_thread():
     assert Target(threads=1).runtime_device() == "local-sync" and Target(threads=1).runtime_flags() == ()
     assert Target(threads=4).runtime_device() == "local-task"
     assert Target(threads=4).runtime_flags() == ("--task_topology_max_group_count=4",)
+
+
+def test_a_threaded_program_takes_fences_and_every_call_path_waits_for_it():
+    """At threads > 1 programs are built with IREE's asynchronous ABI (the caller waits with a yielding poll,
+    not IREE's spinning wait: `docs/caller_wait.md`); the module, its timed calls and the runner's first call
+    all pass the fences and wait, on the task system and on one thread."""
+    import iree.runtime as rt
+
+    assert ASYNC_EXECUTION_FLAG in Target(threads=2).compile_flags()
+    assert ASYNC_EXECUTION_FLAG not in Target(threads=1).compile_flags()
+    module = matmul_bias_relu(32, 48, 64)
+    a, b, bias = (np.random.default_rng(i).uniform(-1, 1, s).astype(np.float32)
+                  for i, s in enumerate(((32, 64), (64, 48), (48,))))
+    expected = np.maximum(a @ b + bias, 0)
+    target = resolve_target(detect_host(threads=2))
+    for device in ("local-task", "local-sync"):
+        model = api.compile(module, target, device=device)
+        hal_device, function = model.bound()
+        assert is_async(function)
+        np.testing.assert_allclose(model(a, b, bias), expected, rtol=1e-4, atol=1e-4)
+        call = timed_call(model, [a, b, bias])
+        for _ in range(3):  # each call waits on the last one's signal
+            results = call()
+        out = rt.DeviceArray(hal_device, results.get_as_ref(0).deref(rt.HalBufferView)).to_host()
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+        (first,) = call_outputs(function, hal_device, [a, b, bias])
+        np.testing.assert_allclose(first.to_host(), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_timing_worker_starts_one_runtime_worker_per_thread(tmp_path: Path):

@@ -1,0 +1,91 @@
+"""Calls of a compiled IREE function through the VM, for either of IREE's function ABIs.
+
+A program built for threads > 1 has IREE's asynchronous ABI (`Target.compile_flags`):
+it takes a wait and a signal fence and returns once its work is queued. Its
+call then waits with a poll that yields the vCPU, not with IREE's own wait,
+which burns the calling thread while the task workers need its core: on a
+2-vCPU Zen 3 guest about 1 call in 100 stalled for 2-4 ms, and the yielding
+poll halved a 2-thread matmul's mean call (`docs/caller_wait.md`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+# `iree.abi.model` of a function compiled with `--iree-execution-model=async-external`.
+ASYNC_ABI = "coarse-fences"
+
+
+def is_async(fn) -> bool:
+    """Whether `fn` (an `iree.runtime` bound function) takes IREE's wait and signal fences."""
+    return fn.vm_function.reflection.get("iree.abi.model") == ASYNC_ABI
+
+
+def bound_call(fn, args: Sequence, device=None) -> Callable[[], object]:
+    """A zero-argument call of `fn` (an `iree.runtime` bound function) on device arrays `args`, returning its
+    results list; an asynchronous function is waited for (`await_fence`) on `device` (default: the first
+    argument's)."""
+    import iree.runtime as rt
+
+    context, function = fn._vm_context, fn.vm_function
+    capacity = max(1, len(fn._ret_descs or ()))
+    if is_async(fn):
+        return _fenced_call(context, function, args, device if device is not None else args[0]._device, capacity)
+    arg_list = rt.VmVariantList(len(args))
+    for array in args:
+        arg_list.push_ref(array._buffer_view)
+
+    def call() -> object:
+        results = rt.VmVariantList(capacity)
+        context.invoke(function, arg_list, results)
+        return results
+
+    return call
+
+
+def _fenced_call(context, function, args: Sequence, device, capacity: int) -> Callable[[], object]:
+    """The call of an asynchronous function: each call waits on the last one's signal and signals the next."""
+    import iree.runtime as rt
+
+    semaphore, last = device.create_semaphore(0), [0]
+
+    def call() -> object:
+        value = last[0]
+        last[0] = value + 1
+        arg_list = rt.VmVariantList(len(args) + 2)
+        for array in args:
+            arg_list.push_ref(array._buffer_view)
+        wait, signal = rt.HalFence(1), rt.HalFence(1)
+        wait.insert(semaphore, value)
+        signal.insert(semaphore, value + 1)
+        arg_list.push_ref(wait)
+        arg_list.push_ref(signal)
+        results = rt.VmVariantList(capacity)
+        context.invoke(function, arg_list, results)
+        await_fence(signal)
+        return results
+
+    return call
+
+
+def await_fence(fence) -> None:
+    """Wait for `fence`, yielding this thread's CPU between polls to the workers that signal it (raises if the
+    work failed)."""
+    while not fence.wait(timeout=0):
+        os.sched_yield()
+
+
+def call_outputs(fn, device, inputs: Sequence) -> tuple:
+    """One call of `fn` on `inputs` (numpy arrays or device arrays) on `device`: its results, as the
+    `iree.runtime` function invoker returns them (device arrays), for either ABI."""
+    import iree.runtime as rt
+
+    if not is_async(fn):
+        result = fn(*inputs)
+        return result if isinstance(result, tuple) else (result,)
+    args = [x if isinstance(x, rt.DeviceArray) else rt.asdevicearray(device, np.asarray(x)) for x in inputs]
+    results = bound_call(fn, args, device)()
+    return tuple(rt.DeviceArray(device, results.get_as_ref(i).deref(rt.HalBufferView)) for i in range(len(results)))
