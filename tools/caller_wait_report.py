@@ -47,6 +47,7 @@ from ansor_bench.workloads import make_workload, suite_args  # noqa: E402
 from ansor_mlir.core.target import ASYNC_EXECUTION_FLAG, detect_host  # noqa: E402
 from ansor_mlir.frontend.target_resolution import resolve_target  # noqa: E402
 from ansor_mlir.mlir.iree_compiler import compile_vmfb  # noqa: E402
+from ansor_mlir.mlir.vm_invoke import bound_call, fenced_call  # noqa: E402
 
 SHAPES = {"GMM": (1, 128, 128, 128), "softmax": (1536, 128), "NRM": (1, 256, 256)}
 
@@ -76,43 +77,6 @@ def load(device, vmfb: Path, function: str):
     ctx = rt.SystemContext(config=rt.Config(device=device))
     ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
     return ctx.modules.module[function]
-
-
-def sync_call(fn, arrays: list) -> Callable[[], object]:
-    """The synchronous function, invoked on the VM directly (as `measure.vm_call.prepared_call` does)."""
-    from ansor_mlir.measure.vm_call import prepared_call
-
-    return prepared_call(fn, arrays)
-
-
-def async_call(device, fn, arrays: list, poll: bool) -> Callable[[], object]:
-    """The async-external function on a timeline semaphore; waits with IREE's wait or a yielding poll."""
-    import iree.runtime as rt
-
-    context, function = fn._vm_context, fn.vm_function
-    semaphore, counter = device.create_semaphore(0), [0]
-
-    def call() -> object:
-        value = counter[0]
-        counter[0] = value + 1
-        args = rt.VmVariantList(len(arrays) + 2)
-        for array in arrays:
-            args.push_ref(array._buffer_view)
-        wait, signal = rt.HalFence(1), rt.HalFence(1)
-        wait.insert(semaphore, value)
-        signal.insert(semaphore, value + 1)
-        args.push_ref(wait)
-        args.push_ref(signal)
-        results = rt.VmVariantList(1)
-        context.invoke(function, args, results)
-        if poll:
-            while not signal.wait(timeout=0):
-                os.sched_yield()
-        else:
-            signal.wait()
-        return results
-
-    return call
 
 
 def time_modes(calls: dict[str, Callable[[], object]], rounds: int, round_s: float) -> dict[str, ModeTimes]:
@@ -164,9 +128,9 @@ def report_op(name: str, threads: int, rounds: int, round_s: float, out_dir: Pat
     sync_fn, async_fn = load(device, vmfbs["sync"], workload.func_name), load(device, vmfbs["async"],
                                                                                workload.func_name)
     calls: dict[str, Callable[[], object]] = {
-        "invoke": sync_call(sync_fn, arrays),
-        "fence.wait": async_call(device, async_fn, arrays, poll=False),
-        "yielding poll": async_call(device, async_fn, arrays, poll=True),
+        "invoke": bound_call(sync_fn, arrays),
+        "fence.wait": fenced_call(async_fn, arrays, device, waiter=lambda fence: fence.wait()),
+        "yielding poll": fenced_call(async_fn, arrays, device),
     }
     for mode, call in calls.items():
         out = call().get_as_ref(0).deref(rt.HalBufferView)

@@ -29,8 +29,9 @@ WIDE_REGISTER_FILE_FEATURES = frozenset({"avx512f", "neon", "sve"})
 
 
 # Programs for threads > 1 take IREE's wait and signal fences and return once their work is queued, so the caller
-# can wait without holding a core the task workers need (`measure.vm_call`, `docs/caller_wait.md`).
+# can wait without holding a core the task workers need (`mlir.vm_invoke`, `docs/caller_wait.md`).
 ASYNC_EXECUTION_FLAG = "--iree-execution-model=async-external"
+
 
 @dataclass(frozen=True)
 class ResolvedCpu:
@@ -145,7 +146,7 @@ class Target:
         if self.triple:
             flags.append(f"--iree-llvmcpu-target-triple={self.triple}")
         if self.threads > 1:
-            flags.append(ASYNC_EXECUTION_FLAG)  # the caller waits with a yielding poll (`measure.vm_call`)
+            flags.append(ASYNC_EXECUTION_FLAG)  # the caller waits with a yielding poll (`mlir.vm_invoke`)
         return flags + list(self.extra_flags)
 
     def runtime_device(self) -> str:

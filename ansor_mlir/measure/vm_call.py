@@ -8,14 +8,14 @@ for the binding rather than for itself, and hides differences between
 candidates of small tasks. A prepared call builds the argument list once and
 invokes the VM function directly; the program still allocates its outputs on
 every call, as it does in any deployment. Outputs are read through the
-invoker, which is only needed once. It reads the invoker's and the device
-array's private fields (iree-base-runtime 3.13); `test_measure` checks the
-prepared call against the invoker, so a runtime that renames them fails there.
+invoker, which is only needed once. The call (`mlir.vm_invoke.bound_call`,
+which also passes the fences of a program built for threads > 1) reads the
+invoker's and the device array's private fields (iree-base-runtime 3.13);
+`test_measure` checks the prepared call against the invoker, so a runtime that
+renames them fails there.
 
 Calls rotate over several placements of the inputs (`placements`): where the
 operands sit moves a kernel's time (`run_worker` says how much).
-
-A program built for threads > 1 is called through its fences (`mlir.vm_invoke`).
 """
 
 from __future__ import annotations

@@ -59,10 +59,6 @@ class CompiledModel:
             raise AnsorError(f"{path}: cannot write the compiled program: {exc}") from None
         return path
 
-    @property
-    def _function(self) -> Any:
-        return self._runtime[1]
-
     @cached_property
     def _runtime(self) -> tuple[Any, Any]:
         """The runtime's config (its device) and the bound function, made on first use."""

@@ -30,10 +30,9 @@ def bound_call(fn, args: Sequence, device=None) -> Callable[[], object]:
     argument's)."""
     import iree.runtime as rt
 
-    context, function = fn._vm_context, fn.vm_function
-    capacity = max(1, len(fn._ret_descs or ()))
     if is_async(fn):
-        return _fenced_call(context, function, args, device if device is not None else args[0]._device, capacity)
+        return fenced_call(fn, args, device if device is not None else args[0]._device)
+    context, function, capacity = fn._vm_context, fn.vm_function, _result_capacity(fn)
     arg_list = rt.VmVariantList(len(args))
     for array in args:
         arg_list.push_ref(array._buffer_view)
@@ -46,10 +45,19 @@ def bound_call(fn, args: Sequence, device=None) -> Callable[[], object]:
     return call
 
 
-def _fenced_call(context, function, args: Sequence, device, capacity: int) -> Callable[[], object]:
-    """The call of an asynchronous function: each call waits on the last one's signal and signals the next."""
+def await_fence(fence) -> None:
+    """Wait for `fence`, yielding this thread's CPU between polls to the workers that signal it (raises if the
+    work failed)."""
+    while not fence.wait(timeout=0):
+        os.sched_yield()
+
+
+def fenced_call(fn, args: Sequence, device, waiter: Callable[[object], None] = await_fence) -> Callable[[], object]:
+    """The call of an asynchronous function on device arrays `args`: each call waits on the last one's signal,
+    signals the next, and waits for it with `waiter` (`tools/caller_wait_report.py` compares IREE's own)."""
     import iree.runtime as rt
 
+    context, function, capacity = fn._vm_context, fn.vm_function, _result_capacity(fn)
     semaphore, last = device.create_semaphore(0), [0]
 
     def call() -> object:
@@ -65,17 +73,14 @@ def _fenced_call(context, function, args: Sequence, device, capacity: int) -> Ca
         arg_list.push_ref(signal)
         results = rt.VmVariantList(capacity)
         context.invoke(function, arg_list, results)
-        await_fence(signal)
+        waiter(signal)
         return results
 
     return call
 
 
-def await_fence(fence) -> None:
-    """Wait for `fence`, yielding this thread's CPU between polls to the workers that signal it (raises if the
-    work failed)."""
-    while not fence.wait(timeout=0):
-        os.sched_yield()
+def _result_capacity(fn) -> int:
+    return max(1, len(fn._ret_descs or ()))
 
 
 def call_outputs(fn, device, inputs: Sequence) -> tuple:
