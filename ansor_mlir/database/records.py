@@ -60,8 +60,13 @@ def producer_versions() -> tuple[tuple[str, str], ...]:
 
 @dataclass(frozen=True)
 class ProgramCheck:
-    """The user's whole program built with one task's candidate, timed alternately against IREE's default
-    build of the same program: per-round speedups (default / tuned), their quartiles, and the verdict."""
+    """The user's whole program built with one task's candidate, timed alternately against the same program
+    without it: per-round speedups (baseline / tuned), their quartiles, and the verdict.
+
+    The baseline is IREE's default build with the other tasks' choices accepted before (`others` of them;
+    0: IREE's default build itself), so a task's gain is judged where it will run: dispatches IREE runs side
+    by side hide a faster one behind a slower one until that one is tuned too.
+    """
 
     default_s: float
     tuned_s: float
@@ -71,17 +76,18 @@ class ProgramCheck:
     rounds: int
     accepted: bool
     reason: str = ""
+    others: int = 0
 
     def to_dict(self) -> dict:
         return {"default_s": self.default_s, "tuned_s": self.tuned_s, "ratio_low": self.ratio_low,
                 "ratio": self.ratio, "ratio_high": self.ratio_high, "rounds": self.rounds,
-                "accepted": self.accepted, "reason": self.reason}
+                "accepted": self.accepted, "reason": self.reason, "others": self.others}
 
     @staticmethod
     def from_dict(data: dict) -> ProgramCheck:
         return ProgramCheck(float(data["default_s"]), float(data["tuned_s"]), float(data["ratio_low"]),
                             float(data["ratio"]), float(data["ratio_high"]), int(data["rounds"]),
-                            bool(data["accepted"]), str(data.get("reason", "")))
+                            bool(data["accepted"]), str(data.get("reason", "")), int(data.get("others", 0)))
 
 
 @dataclass(frozen=True)

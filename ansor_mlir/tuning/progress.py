@@ -101,7 +101,7 @@ def round_table(results: Sequence[TaskResult], index: int, left: int) -> Table:
 
 def results_table(results: Sequence[TaskResult]) -> Table:
     """Per task: the log's speedup (the task timed alone) beside the program's (the whole program timed
-    against IREE's default build) and what is applied."""
+    with the task's choice against without it, the other tasks' choices in both) and what is applied."""
     table = Table(title="ansor-mlir tuning results")
     for column in ("task", "weight", "GFLOP", "trials", "failed", "IREE default", "tuned", "speedup (log)",
                    "speedup (program)", "applied"):

@@ -58,7 +58,13 @@ from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.task_scheduler import TaskScheduler, make_scheduler
 from ansor_mlir.tuning.thread_seeds import thread_seeds
-from ansor_mlir.tuning.verification import ProgramVerifier, UserProgram, build_gap, summarize
+from ansor_mlir.tuning.verification import (
+    ProgramVerifier,
+    UserProgram,
+    build_gap,
+    summarize,
+    whole_program_note,
+)
 
 REFERENCE_TIMEOUT_S = 600.0
 
@@ -285,7 +291,10 @@ class Tuner:
         self.log.append(checks)
         judged = records + checks
         summarize(results, judged, self.target)
-        for note in filter(None, (build_gap(r, judged, self.target) for r in results)):
+        notes = [note for note in (build_gap(r, judged, self.target) for r in results) if note]
+        if checks and (whole := verifier.whole(program, results, judged)) is not None:
+            notes.append(whole_program_note(whole))
+        for note in notes:
             for callback in self.callbacks:
                 callback.on_note(note)
 

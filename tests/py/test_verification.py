@@ -26,7 +26,17 @@ from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.task_result import TaskResult
-from ansor_mlir.tuning.verification import ProgramVerifier, build_gap, inconclusive, judge, judged, summarize
+from ansor_mlir.tuning.verification import (
+    ProgramVerifier,
+    UserProgram,
+    build_gap,
+    expected_saving,
+    inconclusive,
+    judge,
+    judged,
+    summarize,
+    whole_program_note,
+)
 
 
 def test_judge_accepts_only_wins_beyond_the_noise():
@@ -182,3 +192,59 @@ def test_an_inconclusive_check_is_judged_again_on_the_rounds_of_both_comparisons
     # A failed second comparison leaves the first verdict.
     (kept,) = judged(CompareResult(first.samples[:2]), 1, lambda _: CompareResult(error=ErrorKind.RUNTIME_ERROR))
     assert not kept.accepted and kept.rounds == 8
+
+
+TWO_MATMULS = """
+func.func @two(%a: tensor<64x128xf32>, %b: tensor<128x96xf32>, %c: tensor<96x32xf32>) -> tensor<64x32xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<64x96xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<64x96xf32>) -> tensor<64x96xf32>
+  %m1 = linalg.matmul ins(%a, %b : tensor<64x128xf32>, tensor<128x96xf32>)
+      outs(%f1 : tensor<64x96xf32>) -> tensor<64x96xf32>
+  %e2 = tensor.empty() : tensor<64x32xf32>
+  %f2 = linalg.fill ins(%cst : f32) outs(%e2 : tensor<64x32xf32>) -> tensor<64x32xf32>
+  %m2 = linalg.matmul ins(%m1, %c : tensor<64x96xf32>, tensor<96x32xf32>)
+      outs(%f2 : tensor<64x32xf32>) -> tensor<64x32xf32>
+  return %m2 : tensor<64x32xf32>
+}
+"""
+
+
+def _accepted(record: Record) -> Record:
+    return replace(record, program=ProgramCheck(1e-3, 5e-4, 1.9, 2.0, 2.1, 5, True))
+
+
+def test_a_task_is_checked_against_the_program_with_the_other_tasks_choices(target):
+    """A resumed run's accepted choice for one matmul is in the baseline the other matmul's candidate is timed
+    against (`others`), and the whole tuned program, both choices in, is timed against IREE's default build."""
+    first, second = extract_tasks(TWO_MATMULS, target, "two")
+    pick = {}
+    for task in (first, second):
+        sketch = next(s for s in generate_sketches(task, target)
+                      if s.family is Family.PIPELINE and s.knobs and "cache" not in "".join(s.levels))
+        pick[task.key] = (sketch, sample_candidate(sketch, task, target, random.Random(0)))
+    defaults = [_record(target, t, generate_sketches(t, target)[0], Candidate(t.key, 0, ()), 1e-3)
+                for t in (first, second)]
+    won = _accepted(_record(target, first, *pick[first.key], 5e-4))
+    candidate = _record(target, second, *pick[second.key], 5e-4)
+    results = [TaskResult(task=first), TaskResult(task=second)]
+    with LocalBuilder(target) as builder, LocalRunner(target) as runner:
+        verifier = ProgramVerifier(target, builder, runner, count=1, rounds=5)
+        (check,) = verifier.verify(TWO_MATMULS, "two", results, [*defaults, won, candidate])
+        assert check.task_key == second.key and check.program.others == 1
+        assert check.program.rounds >= 5 and check.program.default_s > 0 and check.program.tuned_s > 0
+        whole = verifier.whole(UserProgram(TWO_MATMULS, "two"), results, [*defaults, won, _accepted(candidate)])
+    assert whole is not None and whole.others == 2 and whole.rounds >= 5 and whole.ratio > 0
+    assert "2 tasks tuned" in whole_program_note(whole)
+
+
+def test_the_task_that_promises_to_save_the_most_is_checked_first(target):
+    first, second = extract_tasks(TWO_MATMULS, target, "two")
+    one, two = (generate_sketches(t, target)[0] for t in (first, second))
+    records = [_record(target, first, one, Candidate(first.key, 0, ()), 1e-3),
+               _record(target, second, two, Candidate(second.key, 0, ()), 4e-3)]
+    fast = [_record(target, first, one, Candidate(first.key, 1, ()), 1e-4)]
+    slow = [_record(target, second, two, Candidate(second.key, 1, ()), 2e-3)]
+    assert expected_saving(second, slow, records, target) == pytest.approx(2e-3)
+    assert expected_saving(first.with_weight(3), fast, records, target) == pytest.approx(2.7e-3)
+    assert expected_saving(first, fast, [], target) == 0.0  # no default measured: nothing known
