@@ -344,7 +344,8 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
     if tuned:
         parts += ["## ansor-mlir: the log's speedup beside the program's",
                   "Per tuned task: its speedup over IREE's default timed alone (the tuning log) and in the whole "
-                  "program (whole-program verification, alternated against IREE's default build); a task whose "
+                  "program (whole-program verification, alternated against the program with the other tasks' choices "
+                  "and without its own); a task whose "
                   "checked candidates all lost in the program falls back to IREE's default.",
                   _md_table(["workload", "tasks"], [[c.workload, c.note] for c in tuned])]
     if unavailable:

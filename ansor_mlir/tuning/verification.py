@@ -223,6 +223,7 @@ class ProgramVerifier:
                 chosen[key] = won
             else:
                 lost[key] = others
+            programs.keep(chosen)
         for result in order:
             key = result.task.key
             others = {k: c for k, c in chosen.items() if k != key}
@@ -231,6 +232,7 @@ class ProgramVerifier:
                 checks += verdicts
                 if (won := best_accepted(verdicts)) is not None:
                     chosen[key] = won
+                programs.keep(chosen)
         return checks
 
     def _verify_task(
@@ -272,7 +274,7 @@ class ProgramVerifier:
         if len(chosen) < 2:
             return None
         try:
-            spec = program_spec([(tasks[k], r) for k, r in sorted(chosen.items())])
+            spec = choices_spec(tasks, chosen)
         except AnsorError as exc:
             return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, str(exc), len(chosen))
         timing = time_pair(self.builder, self.runner, ProgramVariant("IREE's default build", program),
@@ -303,7 +305,7 @@ class ProgramBuilds:
         """IREE's build of the program with `choices` (task key: record; none: IREE's default), its weights
         attached; a spec that cannot be made is a failed build."""
         try:
-            spec = program_spec([(self.tasks[k], r) for k, r in sorted(choices.items())]) if choices else None
+            spec = self.spec(choices)
         except AnsorError as exc:
             failed: Future[BuildResult] = Future()
             failed.set_result(BuildResult(None, ErrorKind.INVALID_SCHEDULE, str(exc), 0.0))
@@ -312,6 +314,19 @@ class ProgramBuilds:
             self.built[spec] = self.builder.submit(
                 ProgramBuildInput(self.text, self.function, spec, timeout_s=PROGRAM_COMPILE_TIMEOUT_S))
         return _weighted(self.built[spec], self.with_weights)
+
+    def keep(self, choices: dict[str, Record]) -> None:
+        """Forget every build but IREE's default and the program with `choices` (the next baseline): a model's
+        programs are large."""
+        try:
+            spec = self.spec(choices)
+        except AnsorError:
+            spec = None
+        self.built = {k: v for k, v in self.built.items() if k in (None, spec)}
+
+    def spec(self, choices: dict[str, Record]) -> str | None:
+        """The tuning spec of `choices`; None: IREE's default."""
+        return choices_spec(self.tasks, choices) if choices else None
 
 
 def _weighted(build: Future[BuildResult], with_weights: Callable[[BuiltProgram], BuiltProgram]
@@ -429,6 +444,11 @@ def build_gap(result: TaskResult, records: list[Record], target: Target) -> str 
             f"{best.program.ratio:.2f}x in the whole program built with its tuning spec, so IREE's default is "
             "used; a gap this size is no noise but a difference between the two builds: please report it with "
             "the log")
+
+
+def choices_spec(tasks: dict[str, Task], choices: dict[str, Record]) -> str:
+    """The tuning spec applying each task's chosen record, in task-key order so one set has one text."""
+    return program_spec([(tasks[k], r) for k, r in sorted(choices.items())])
 
 
 def program_spec(choices: Sequence[tuple[Task, Record]]) -> str:
