@@ -287,13 +287,13 @@ class Tuner:
         verifier = ProgramVerifier(self.target, self.builder, self.runner, count, self.options.verify_rounds,
                                    self.options.seed, program.parameters, program.parameter_scope)
         records = read_records(self.options.log)
-        checks = verifier.verify(program.text, program.name, results, records)
-        self.log.append(checks)
-        judged = records + checks
+        verification = verifier.verify(program.text, program.name, results, records)
+        self.log.append(verification.checks)
+        judged = records + verification.checks
         summarize(results, judged, self.target)
         notes = [note for note in (build_gap(r, judged, self.target) for r in results) if note]
-        if checks and (whole := verifier.whole(program, results, judged)) is not None:
-            notes.append(whole_program_note(whole))
+        if verification.whole is not None:
+            notes.append(whole_program_note(verification.whole))
         for note in notes:
             for callback in self.callbacks:
                 callback.on_note(note)

@@ -9,7 +9,7 @@ round by round on the same freshly placed inputs (`Runner.submit_compare`),
 the IREE tuner's model-benchmark phase after its dispatch phase. Tasks go in
 the order of the time they promise to save (`ProgramVerifier.verify`), and at
 the end the whole tuned program is timed against IREE's default build
-(`ProgramVerifier.whole`). Every untuned dispatch builds as IREE's default,
+(`Verification.whole`). Every untuned dispatch builds as IREE's default,
 and a model's weights, served at run time, go through
 their layout transforms once, when the program loads (IREE hoists them):
 re-entering IREE at the flow level instead ran them on every call, which
@@ -188,8 +188,9 @@ class ProgramVerifier:
     def with_weights(self, program: BuiltProgram) -> BuiltProgram:
         return replace(program, parameters=self.parameters, parameter_scope=self.parameter_scope)
 
-    def verify(self, text: str, what: str, results: list[TaskResult], records: list[Record]) -> list[Record]:
-        """Check each task's best candidates in the whole program; returns the verification records.
+    def verify(self, text: str, what: str, results: list[TaskResult], records: list[Record]) -> Verification:
+        """Check each task's best candidates in the whole program; returns the verification records and, when
+        two tasks or more apply a checked candidate, the whole tuned program timed against IREE's default.
 
         Tasks go in the order of the time their candidates promise to save, each judged against the program
         with the choices accepted so far (a resumed run's included), so the largest gain is in place before a
@@ -199,41 +200,56 @@ class ProgramVerifier:
         """
         work = {r.task.key: to_verify(records, r, self.target, self.count) for r in results}
         if not any(work.values()):
-            return []
+            return Verification()
         entry, inputs = program_inputs(text, what, self.seed)
         tasks = {r.task.key: r.task for r in results}
         programs = ProgramBuilds(self.builder, text, entry.name, tasks, self.with_weights)
         default = programs.build({}).result()
         if not default.ok or default.program is None:
-            return []
+            return Verification()
         # One timed run of the default program sizes the comparisons: rounds and the time limit.
         run = self.runner.submit(RunInput(default.program, inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
         program_s = run.measured.median_s if run.measured.ok else None
         chosen = accepted_choices(records, self.target, tasks)
-        order = sorted((r for r in results if work[r.task.key]),
-                       key=lambda r: -expected_saving(r.task, work[r.task.key], records, self.target))
         checks: list[Record] = []
-        lost: dict[str, dict[str, Record]] = {}
-        for result in order:
-            key = result.task.key
-            others = {k: c for k, c in chosen.items() if k != key}
-            verdicts = self._verify_task(result.task, work[key], others, programs, inputs, program_s)
-            checks += verdicts
+
+        def check(task: Task) -> tuple[dict[str, Record], Record | None]:
+            """Judge the task's candidates against the program with the others' choices; the winner joins them."""
+            others = _without(chosen, task.key)
+            verdicts = self._verify_task(task, work[task.key], others, programs, inputs, program_s)
+            checks.extend(verdicts)
             if (won := best_accepted(verdicts)) is not None:
-                chosen[key] = won
-            else:
-                lost[key] = others
+                chosen[task.key] = won
             programs.keep(chosen)
-        for result in order:
-            key = result.task.key
-            others = {k: c for k, c in chosen.items() if k != key}
-            if key in lost and _identities(others) != _identities(lost[key]):
-                verdicts = self._verify_task(result.task, work[key], others, programs, inputs, program_s)
-                checks += verdicts
-                if (won := best_accepted(verdicts)) is not None:
-                    chosen[key] = won
-                programs.keep(chosen)
-        return checks
+            return others, won
+
+        order = sorted((r.task for r in results if work[r.task.key]),
+                       key=lambda t: -expected_saving(t, work[t.key], records, self.target))
+        lost: dict[str, dict[str, Record]] = {}
+        for task in order:
+            others, won = check(task)
+            if won is None:
+                lost[task.key] = others
+        for task in order:
+            if task.key in lost and _identities(_without(chosen, task.key)) != _identities(lost[task.key]):
+                check(task)
+        final = accepted_choices([*records, *checks], self.target, tasks)
+        whole = self._whole(programs, final, inputs, program_s) if len(final) >= 2 else None
+        return Verification(checks, whole)
+
+    def _whole(self, programs: ProgramBuilds, chosen: dict[str, Record], inputs: tuple[bytes, ...],
+               program_s: float | None) -> ProgramCheck:
+        """The program with every task's accepted choice timed against IREE's default build (both built
+        already, `programs`): each check judged one task against the others' choices, this the sum of them."""
+        tuned = programs.build(chosen).result()
+        if not tuned.ok or tuned.program is None:
+            return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, f"the tuned program did not build: "
+                                f"{tuned.message}", len(chosen))
+        rounds, limit = self.rounds, None
+        if program_s is not None:
+            rounds, limit = compare_budget(program_s, 2, self.rounds)
+        compared = self._compare((programs.build({}).result().program, tuned.program), inputs, rounds, limit)
+        return replace(_verdict(compared, 1), others=len(chosen))
 
     def _verify_task(
         self, task: Task, candidates: list[Record], others: dict[str, Record], programs: ProgramBuilds,
@@ -264,24 +280,6 @@ class ProgramVerifier:
             checks += [replace(record, program=replace(check, others=len(others)), timestamp=now())
                        for (record, _), check in zip(built, verdicts, strict=True)]
         return checks
-
-    def whole(self, program: UserProgram, results: list[TaskResult], records: list[Record]) -> ProgramCheck | None:
-        """The program with every task's accepted choice timed against IREE's default build: each check judged
-        one task against the others' choices, this the sum of them. None when fewer than two tasks applied a
-        checked candidate (one check already compared with IREE's default)."""
-        tasks = {r.task.key: r.task for r in results}
-        chosen = accepted_choices(records, self.target, tasks)
-        if len(chosen) < 2:
-            return None
-        try:
-            spec = choices_spec(tasks, chosen)
-        except AnsorError as exc:
-            return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, str(exc), len(chosen))
-        timing = time_pair(self.builder, self.runner, ProgramVariant("IREE's default build", program),
-                           ProgramVariant("the tuned program", program, spec), self.seed, self.rounds)
-        if timing.samples is None:
-            return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, timing.failure, len(chosen))
-        return replace(judge(*timing.samples), others=len(chosen))
 
     def _compare(self, programs: tuple[BuiltProgram, ...], inputs: tuple[bytes, ...], rounds: int,
                  limit: float | None) -> CompareResult:
@@ -340,6 +338,20 @@ def _weighted(build: Future[BuildResult], with_weights: Callable[[BuiltProgram],
 
     build.add_done_callback(done)
     return out
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What `ProgramVerifier.verify` found: the checks to append to the log, and the whole tuned program timed
+    against IREE's default build (None when fewer than two tasks apply a checked candidate: one check already
+    compared with IREE's default)."""
+
+    checks: list[Record] = field(default_factory=list)
+    whole: ProgramCheck | None = None
+
+
+def _without(choices: dict[str, Record], key: str) -> dict[str, Record]:
+    return {k: r for k, r in choices.items() if k != key}
 
 
 def _identities(choices: dict[str, Record]) -> set[tuple]:
@@ -416,7 +428,7 @@ def summarize(results: list[TaskResult], records: list[Record], target: Target) 
 
 
 def whole_program_note(check: ProgramCheck) -> str:
-    """What the user hears of the whole tuned program against IREE's default build (`ProgramVerifier.whole`)."""
+    """What the user hears of the whole tuned program against IREE's default build (`Verification.whole`)."""
     if check.rounds == 0:
         return f"the tuned program with every task's choice was not timed: {check.reason}"
     line = (f"the tuned program ({check.others} tasks tuned): {check.ratio:.2f}x IREE's default build, median of "

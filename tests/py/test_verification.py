@@ -28,7 +28,6 @@ from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.verification import (
     ProgramVerifier,
-    UserProgram,
     build_gap,
     expected_saving,
     inconclusive,
@@ -71,7 +70,7 @@ def test_a_candidate_that_wins_alone_and_loses_in_the_program_is_rejected(small_
     result = TaskResult(task=task)
     with LocalBuilder(target) as builder, LocalRunner(target) as runner:
         verifier = ProgramVerifier(target, builder, runner, count=2, rounds=7)
-        checks = verifier.verify(small_mm, "mm", [result], read_records(log))
+        checks = verifier.verify(small_mm, "mm", [result], read_records(log)).checks
     assert len(checks) == 1 and not checks[0].program.accepted
     assert checks[0].program.tuned_s > checks[0].program.default_s
     append_records(log, checks)
@@ -92,7 +91,7 @@ def test_a_candidate_that_wins_alone_and_loses_in_the_program_is_rejected(small_
     # Resuming checks nothing twice.
     with LocalBuilder(target) as builder, LocalRunner(target) as runner:
         assert ProgramVerifier(target, builder, runner, count=2, rounds=7).verify(small_mm, "mm", [result],
-                                                                                  records) == []
+                                                                                  records).checks == []
 
 
 def test_tuning_reports_the_program_speedup_beside_the_log(small_mm, target, tmp_path: Path):
@@ -132,7 +131,7 @@ def test_a_model_with_external_weights_is_checked_as_compile_builds_it(target):
         verifier = ProgramVerifier(target, builder, runner, count=2, rounds=7, parameters=source.parameters,
                                    parameter_scope=source.scope)
         (check,) = verifier.verify(source.text, source.name, [TaskResult(task=task)],
-                                   [_record(target, task, sketch, slow, 1e-9)])
+                                   [_record(target, task, sketch, slow, 1e-9)]).checks
     verdict = check.program
     assert verdict.rounds == 7 and 0 < verdict.default_s < verdict.tuned_s and not verdict.accepted, verdict
 
@@ -162,7 +161,8 @@ def test_a_strategy_builds_in_the_model_and_an_unmatchable_root_is_a_failed_chec
     with LocalBuilder(target) as builder, LocalRunner(target) as runner:
         verifier = ProgramVerifier(target, builder, runner, count=2, rounds=5, parameters=source.parameters,
                                    parameter_scope=source.scope)
-        checks = verifier.verify(source.text, source.name, [TaskResult(task=conv), TaskResult(task=pool)], records)
+        checks = verifier.verify(source.text, source.name, [TaskResult(task=conv), TaskResult(task=pool)],
+                                 records).checks
     by_task = {c.task_key: c.program for c in checks}
     # 5 rounds, or 10 where the noise left a promising verdict open (`inconclusive`) and it was timed again
     assert by_task[conv.key].rounds in (5, 10) and by_task[conv.key].default_s > 0 and by_task[conv.key].tuned_s > 0
@@ -218,22 +218,28 @@ def test_a_task_is_checked_against_the_program_with_the_other_tasks_choices(targ
     """A resumed run's accepted choice for one matmul is in the baseline the other matmul's candidate is timed
     against (`others`), and the whole tuned program, both choices in, is timed against IREE's default build."""
     first, second = extract_tasks(TWO_MATMULS, target, "two")
-    pick = {}
+    sketches = {}
     for task in (first, second):
-        sketch = next(s for s in generate_sketches(task, target)
-                      if s.family is Family.PIPELINE and s.knobs and "cache" not in "".join(s.levels))
-        pick[task.key] = (sketch, sample_candidate(sketch, task, target, random.Random(0)))
+        sketches[task.key] = next(s for s in generate_sketches(task, target)
+                                  if s.family is Family.PIPELINE and s.knobs and "cache" not in "".join(s.levels))
     defaults = [_record(target, t, generate_sketches(t, target)[0], Candidate(t.key, 0, ()), 1e-3)
                 for t in (first, second)]
-    won = _accepted(_record(target, first, *pick[first.key], 5e-4))
-    candidate = _record(target, second, *pick[second.key], 5e-4)
+    won = _accepted(_record(target, first, sketches[first.key],
+                            sample_candidate(sketches[first.key], first, target, random.Random(0)), 5e-4))
+    # The second matmul holds an accepted check of its own, so two tasks apply a checked candidate whatever the
+    # verdict on the unchecked one.
+    kept, fresh = (sample_candidate(sketches[second.key], second, target, random.Random(seed)) for seed in (0, 1))
+    assert kept.identity != fresh.identity
+    earlier = _accepted(_record(target, second, sketches[second.key], kept, 6e-4))
+    candidate = _record(target, second, sketches[second.key], fresh, 5e-4)
     results = [TaskResult(task=first), TaskResult(task=second)]
     with LocalBuilder(target) as builder, LocalRunner(target) as runner:
         verifier = ProgramVerifier(target, builder, runner, count=1, rounds=5)
-        (check,) = verifier.verify(TWO_MATMULS, "two", results, [*defaults, won, candidate])
-        assert check.task_key == second.key and check.program.others == 1
-        assert check.program.rounds >= 5 and check.program.default_s > 0 and check.program.tuned_s > 0
-        whole = verifier.whole(UserProgram(TWO_MATMULS, "two"), results, [*defaults, won, _accepted(candidate)])
+        verification = verifier.verify(TWO_MATMULS, "two", results, [*defaults, won, earlier, candidate])
+    (check,) = verification.checks
+    assert check.task_key == second.key and check.candidate == fresh and check.program.others == 1
+    assert check.program.rounds >= 5 and check.program.default_s > 0 and check.program.tuned_s > 0
+    whole = verification.whole
     assert whole is not None and whole.others == 2 and whole.rounds >= 5 and whole.ratio > 0
     assert "2 tasks tuned" in whole_program_note(whole)
 
