@@ -65,9 +65,9 @@ from ansor_mlir.tuning.batch_export import export_batch as _export_batch
 from ansor_mlir.tuning.batch_export import import_results as _import_results
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
-from ansor_mlir.tuning.device_choice import DeviceChoice, alternatives, choose_device
+from ansor_mlir.tuning.device_choice import DeviceChoice, OneThreadChoices, alternatives, choose_device
 from ansor_mlir.tuning.one_thread_start import one_thread_start
-from ansor_mlir.tuning.program_choice import chosen_text, record_choices, recorded_choice
+from ansor_mlir.tuning.program_choice import chosen_text, record_choices, recorded_choice, records_target
 from ansor_mlir.tuning.progress import ConsoleProgress
 from ansor_mlir.tuning.rewrite_check import RewriteCheck, check_rewrites
 from ansor_mlir.tuning.task_result import TaskResult
@@ -373,24 +373,26 @@ def tune(
         opts = start.rest
     results = Tuner(tgt, opts, callbacks=[ConsoleProgress(progress=opts.progress), *callbacks]
                     ).tune_tasks(tasks, program=program)
-    kept, choice = (None, None) if opts.cluster else _program_choices(given, program, changed.applied, tgt, opts,
-                                                                        callbacks)
-    record_choices(opts.log, tgt, given.text, name, changed.names, kept, choice)
+    kept, choice = (None, None) if opts.cluster else _program_choices(
+        given, program, changed.applied, tgt, opts, callbacks, start.target if start is not None else None)
+    record = record_choices(opts.log, tgt, given.text, name, changed.names, kept, choice)
     # Where the rewrites lost, the module is the program as given, as the recorded choice makes it for
     # `apply_best` (`tuning.program_choice`); this run's choice is at hand, so neither is rewritten or keyed again.
+    # On one thread it applies the one-thread search's choices where the device choice took them.
     dropped = kept is not None and not kept.kept
-    module_text = _with_best(given.text if dropped else text, name, opts.log, tgt)
+    module_text = _with_best(given.text if dropped else text, name, opts.log, records_target(tgt, record))
     return TuneResult(module_text, results, opts.log, choice.device if choice else tgt.runtime_device(), choice,
                       kept, first)
 
 
 def _program_choices(given: UserProgram, program: UserProgram, rewritten: bool, target: Target,
-                     options: TuneOptions, callbacks: Sequence[TuningCallback],
+                     options: TuneOptions, callbacks: Sequence[TuningCallback], one_thread: Target | None = None,
                      ) -> tuple[RewriteCheck | None, DeviceChoice | None]:
     """The program-level choices after tuning, each timed alternately with one builder and runner and the log's
     tuning spec: with `rewritten`, whether the tuned rewritten program beats IREE's default of the program as
     given (`tuning.rewrite_check`); at threads > 1, on which device the kept program runs fastest
-    (`tuning.device_choice`). The user hears each choice and by how much."""
+    (`tuning.device_choice`), on one thread with the records of `one_thread` (the run's one-thread phase).
+    The user hears each choice and by how much."""
     if not rewritten and not alternatives(target):
         return None, None
     builder = LocalBuilder(target, workers=options.build_workers, timeout_s=options.compile_timeout_s)
@@ -404,15 +406,27 @@ def _program_choices(given: UserProgram, program: UserProgram, rewritten: bool, 
             for callback in listeners:
                 callback.on_note(kept.note(program.name, "+".join(options.rewrites)))
             if not kept.kept:
-                program, spec = given, None
+                program, spec, one_thread = given, None, None  # IREE's default of the program as given
         if alternatives(target):
-            choice = choose_device(target, builder, runner, program, spec, options.seed)
+            alone = _one_thread_choices(program, options.log, one_thread)
+            choice = choose_device(target, builder, runner, program, spec, options.seed, one_thread=alone)
             for callback in listeners:
                 callback.on_note(choice.note(program.name, target.threads))
     finally:
         builder.close()
         runner.close()
     return kept, choice
+
+
+def _one_thread_choices(program: UserProgram, log: Path, one_thread: Target | None) -> OneThreadChoices | None:
+    """The one-thread phase's best choices for `program` (None: the run had no such phase, or it left no record
+    of this machine to apply)."""
+    if one_thread is None:
+        return None
+    try:
+        return OneThreadChoices(tuning_spec(program.text, program.name, log, one_thread))
+    except AnsorError:
+        return None
 
 
 def _tune_emulated(text: str, name: str, target: Target, options: TuneOptions,
@@ -456,7 +470,8 @@ def apply_best(
     text, name = read_source(module, name)
     tgt = resolve_target(target)
     changed = rewritten("apply_best", text, name, rewrites)
-    return _with_best(chosen_text(text, changed, recorded_choice(log, text, name, changed, tgt)), name, log, tgt)
+    choice = recorded_choice(log, text, name, changed, tgt)
+    return _with_best(chosen_text(text, changed, choice), name, log, records_target(tgt, choice))
 
 
 def _with_best(text: str, name: str, log: str | Path, tgt: Target) -> str:
@@ -515,10 +530,11 @@ def emit_transform_library(
     check_option("emit_transform_library", "log", log, "ansor-emit-transform-library")
     text, name = read_source(module, name)
     tgt = resolve_target(target)
-    text = for_ordinary_flows("emit_transform_library", text, name, rewrites, "transform library", log, tgt)
-    best = _best_for_target(log, tgt)
+    text, applied = for_ordinary_flows("emit_transform_library", text, name, rewrites, "transform library", log,
+                                       tgt)
+    best = _best_for_target(log, applied)
     tasks = _extract_tasks(text, tgt, name)
-    strategies = best_strategies(tasks, best, tgt)
+    strategies = best_strategies(tasks, best, applied)
     by_key = {t.key: t for t in tasks}
     return render_library([(by_key[key], *strategies[key]) for key in sorted(strategies)])
 
@@ -538,8 +554,8 @@ def emit_tuning_spec(
     check_option("emit_tuning_spec", "log", log, "ansor-emit-tuning-spec")
     text, name = read_source(module, name)
     tgt = resolve_target(target)
-    text = for_ordinary_flows("emit_tuning_spec", text, name, rewrites, "tuning spec", log, tgt)
-    spec = tuning_spec(text, name, log, tgt)
+    text, applied = for_ordinary_flows("emit_tuning_spec", text, name, rewrites, "tuning spec", log, tgt)
+    spec = tuning_spec(text, name, log, applied)
     if spec is None:
         warnings.warn(f"{name}: the tuning spec configures nothing: the log's best for every task of this program is "
                       "IREE's default (no candidate measured faster, or none faster in the whole program)",
@@ -570,19 +586,21 @@ def tuning_spec(text: str, name: str, log: str | Path, target: Target) -> str | 
 
 
 def for_ordinary_flows(function: str, text: str, name: str, rewrites: str, what: str, log: str | Path,
-                       target: Target) -> str:
+                       target: Target) -> tuple[str, Target]:
     """The rewritten program a spec or library is made for, warning when it is not the input: IREE compiling
     the input would form other dispatches, and the rewritten ones' entries would match nothing. Where the log
-    records that the rewrites lost to the program as given (`tuning.program_choice`), the program as given."""
+    records that the rewrites lost to the program as given (`tuning.program_choice`), the program as given.
+    Beside it, the target whose records it applies (`program_choice.records_target`)."""
     changed = rewritten(function, text, name, rewrites)
     choice = recorded_choice(log, text, name, changed, target)
+    applied = records_target(target, choice)
     if choice is not None and not choice.rewrites_kept:
-        return text
+        return text, applied
     if changed.applied:
         warnings.warn(f"{name}: the {what} is for the program after rewrites {changed.summary()}, not for this "
                       f"input: compile that program with it (ansor-opt IN --ansor-rewrite="
                       f"\"rewrites={rewrites}\" -o REWRITTEN.mlir), or tune with rewrites=none", stacklevel=3)
-    return changed.text
+    return changed.text, applied
 
 
 # Whole models compile for longer and in more memory than one task's candidates.
@@ -629,7 +647,7 @@ def compile(
     if runtime not in devices:
         raise _invalid("compile", "device", device, f"expected {' or '.join(devices)} for target {tgt.key}")
     text = chosen_text(source.text, changed, choice)
-    spec = tuning_spec(text, source.name, log, tgt) if log is not None else None
+    spec = tuning_spec(text, source.name, log, records_target(tgt, choice)) if log is not None else None
     vmfb, why = _build_model(source, text, tgt, spec, embed_parameters)
     if vmfb is None and spec is not None:
         warnings.warn(f"{source.name}: IREE could not build the model with the log's tuning spec ({why}); built "

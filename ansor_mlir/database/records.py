@@ -177,8 +177,10 @@ class ProgramRecord:
     (`tuning.rewrite_check`) and the runtime device it runs on (`tuning.device_choice`).
 
     `program` identifies the program as given (`mlir.context.program_key`), `rewrites` the rewrites it was
-    tuned with. `apply_best`, the emitted specs and `compile` follow the latest such record of their program,
-    so they build what `tune` returned. It is a log line of its own kind (`"kind": "program"`).
+    tuned with. `records_threads` is the thread count whose records the program applies: the target's own
+    (0), or 1 where the program runs on one thread with the one-thread search's choices
+    (`tuning.device_choice`). `apply_best`, the emitted specs and `compile` follow the latest such record of
+    their program, so they build what `tune` returned. It is a log line of its own kind (`"kind": "program"`).
     """
 
     target: str
@@ -189,12 +191,14 @@ class ProgramRecord:
     device: str
     timestamp: float
     versions: tuple[tuple[str, str], ...] = ()
+    records_threads: int = 0
 
     def to_json(self) -> str:
         return json.dumps({"kind": PROGRAM_KIND, "version": FORMAT_VERSION, "target": self.target,
                            "fingerprint": self.fingerprint, "program": self.program, "rewrites": list(self.rewrites),
                            "rewrites_kept": self.rewrites_kept, "device": self.device,
-                           "timestamp": round(self.timestamp, 3), "versions": dict(self.versions)}, sort_keys=True)
+                           "timestamp": round(self.timestamp, 3), "versions": dict(self.versions),
+                           "records_threads": self.records_threads}, sort_keys=True)
 
 
 PROGRAM_KIND = "program"
@@ -239,6 +243,10 @@ def _optional(check: Callable[[object], bool]) -> Callable[[object], bool]:
 
 def _is_non_negative(value: object) -> bool:
     return _is_finite(value) and value >= 0
+
+
+def _is_non_negative_int(value: object) -> bool:
+    return _is_int(value) and value >= 0
 
 
 def _is_str_list(value: object) -> bool:
@@ -331,6 +339,8 @@ def program_record_from_dict(data: dict) -> ProgramRecord:
         device=str(_field(data, "device", _is_str, "a string")),
         timestamp=float(_field(data, "timestamp", _is_finite, "a finite number")),
         versions=tuple(sorted((str(k), v) for k, v in versions.items())),
+        records_threads=int(_field(data, "records_threads", _is_non_negative_int, "a non-negative integer",
+                                   required=False) or 0),
     )
 
 

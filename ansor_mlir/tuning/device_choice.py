@@ -9,8 +9,14 @@ program that small gains nothing from a second thread. So the tuned program
 is timed on both devices, alternately, and `local-sync` is chosen only when
 it wins by `MIN_GAIN` and beyond the noise (`verification.judge`), what
 PyTorch does when an op is below its grain size (it runs it inline). The
-vmfb is the same on both devices: the choice is a runtime flag
-(`--device=local-sync`).
+choice is a runtime flag (`--device=local-sync`).
+
+On one thread the program applies the one-thread search's choices where the
+run made them (`tuning.one_thread_start`): a kernel tuned to be shared by
+two workers is not the best one for one thread. The 2-thread table's 128^3
+matmul took 83 us at its best on `local-task` and 50 us with the one-thread
+search's best, so comparing the threaded program on both devices kept it on
+`local-task`, 1.35x slower than PyTorch.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ class DeviceChoice:
     threaded: str
     check: ProgramCheck | None = None
     reason: str = ""
+    # The thread count whose records the program applies on `device` (0: the target's own).
+    records_threads: int = 0
 
     def note(self, name: str, threads: int) -> str:
         """One line for the user: which device, by how much, and the flag that selects it."""
@@ -46,7 +54,8 @@ class DeviceChoice:
         times = (f"{self.check.tuned_s * 1e6:.1f} us on {ONE_THREAD} against {self.check.default_s * 1e6:.1f} us "
                  f"on {self.threaded} with {threads} workers")
         if self.device == ONE_THREAD:
-            return (f"{name}: the tuned program runs faster on one thread: {times}; run it with "
+            which = " with the one-thread search's choices" if self.records_threads == 1 else ""
+            return (f"{name}: the tuned program runs faster on one thread{which}: {times}; run it with "
                     f"--device={ONE_THREAD} (`TuneResult.device`, `ansor_mlir.compile(..., device=...)`)")
         return f"{name}: the tuned program stays on {self.threaded}: {times}"
 
@@ -58,17 +67,29 @@ def alternatives(target: Target) -> tuple[str, ...]:
     return (target.runtime_device(), ONE_THREAD)
 
 
+@dataclass(frozen=True)
+class OneThreadChoices:
+    """The tuning spec of the one-thread search's best choices (None: IREE's default on every task)."""
+
+    spec: str | None
+
+
 def choose_device(target: Target, builder: Builder, runner: Runner, program: UserProgram, spec: str | None,
-                  seed: int = 0, rounds: int = 15) -> DeviceChoice:
+                  seed: int = 0, rounds: int = 15, one_thread: OneThreadChoices | None = None) -> DeviceChoice:
     """Build `program` with `spec` (the log's best, as `ansor_mlir.compile` builds it) and time it on the
-    target's threaded device and on one thread, alternately; keep one thread only when it wins."""
+    target's threaded device, alternately with the program on one thread (with `one_thread`'s spec where the
+    run has one-thread choices, else `spec`); keep one thread only when it wins."""
     threaded = target.runtime_device()
     if not alternatives(target):
         return DeviceChoice(threaded, threaded, reason="one thread, a GPU or another machine: nothing to choose")
+    alone = spec if one_thread is None else one_thread.spec
+    which = "" if one_thread is None else " with the one-thread search's choices"
     timing = time_pair(builder, runner, ProgramVariant(f"the tuned program on {threaded}", program, spec),
-                       ProgramVariant(f"the tuned program on {ONE_THREAD}", program, spec), seed, rounds,
+                       ProgramVariant(f"the tuned program on {ONE_THREAD}{which}", program, alone), seed, rounds,
                        (threaded, ONE_THREAD))
     if timing.samples is None:
         return DeviceChoice(threaded, threaded, reason=timing.failure)
     check = judge(*timing.samples, MIN_GAIN)
-    return DeviceChoice(ONE_THREAD if check.accepted else threaded, threaded, check)
+    if not check.accepted:
+        return DeviceChoice(threaded, threaded, check)
+    return DeviceChoice(ONE_THREAD, threaded, check, records_threads=0 if one_thread is None else 1)

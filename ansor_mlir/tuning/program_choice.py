@@ -10,6 +10,7 @@ caller repeating the choice.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def record_choices(log: Path, target: Target, given_text: str, name: str, rewrit
         target=target.key, fingerprint=target.fingerprint, program=program_key(given_text, name), rewrites=rewrites,
         rewrites_kept=kept.kept if kept is not None else True,
         device=device.device if device is not None else target.runtime_device(),
-        timestamp=time.time(), versions=producer_versions())
+        timestamp=time.time(), versions=producer_versions(),
+        records_threads=device.records_threads if device is not None else 0)
     TuningLog(log).append([record])
     return record
 
@@ -55,3 +57,11 @@ def recorded_choice(log: str | Path | None, given_text: str, name: str, changed:
 def chosen_text(given_text: str, changed: RewrittenProgram, choice: ProgramRecord | None) -> str:
     """The program to build: the rewritten one, unless the log's choice dropped its rewrites."""
     return given_text if choice is not None and not choice.rewrites_kept else changed.text
+
+
+def records_target(target: Target, choice: ProgramRecord | None) -> Target:
+    """The target whose records the program applies: `target`, or its one-thread form where the log's choice
+    runs the program on one thread with the one-thread search's choices (`tuning.device_choice`)."""
+    if choice is None or choice.records_threads in (0, target.threads):
+        return target
+    return dataclasses.replace(target, threads=choice.records_threads)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import matmul_bias_relu
@@ -9,6 +11,7 @@ from conftest import matmul_bias_relu
 from ansor_mlir import api
 from ansor_mlir.cli import compile_main
 from ansor_mlir.core.target import Target, detect_host, parse_target
+from ansor_mlir.database.records import read_program_records
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.entry_point import entry_point
 from ansor_mlir.frontend.target_resolution import resolve_target
@@ -79,3 +82,17 @@ def test_ansor_compile_says_to_run_a_tiny_program_on_one_thread(tmp_path, capsys
     assert compile_main([str(source), "-o", str(out), "--threads", "2", "--trials-per-task", "2"]) == 0
     err = capsys.readouterr().err
     assert "runs faster on one thread" in err and err.rstrip().endswith(f"it ran fastest with --device={ONE_THREAD}")
+
+
+def test_one_thread_runs_the_one_thread_searchs_choices(tmp_path, two_threads: Target):
+    """A threaded run that began on one thread times the one-thread search's choices on one thread: where they
+    win, the record says so and the tuned module applies them (what `apply_best` builds from the log)."""
+    log, module = tmp_path / "log.jsonl", matmul_bias_relu(16, 16, 16)
+    result = api.tune(module, two_threads, trials_per_task=16, log=log, progress=False, name="mm", rewrites="none")
+    assert result.one_thread, "the run did not start on one thread"
+    (record,) = read_program_records(log)
+    assert result.device == record.device == ONE_THREAD
+    assert record.records_threads == result.device_choice.records_threads == 1
+    assert "with the one-thread search's choices" in result.device_choice.note("mm", 2)
+    assert result.module == api.apply_best(module, log, two_threads, "mm", rewrites="none")
+    assert result.module == api.apply_best(module, log, replace(two_threads, threads=1), "mm", rewrites="none")

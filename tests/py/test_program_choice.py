@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 import warnings
 
 import numpy as np
 import pytest
+from conftest import matmul_bias_relu
 from test_pad_fusion import MAX_POOL, WITH_PAD_FUSION
 
 from ansor_mlir import api
@@ -15,12 +18,16 @@ from ansor_mlir.database.records import (
     ProgramRecord,
     TuningLog,
     program_choice,
+    program_record_from_dict,
     read_program_records,
     read_records,
 )
+from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.mlir.context import program_key
 from ansor_mlir.tuning.device_choice import ONE_THREAD
+from ansor_mlir.tuning.program_choice import records_target
+from ansor_mlir.tuning.tuner import TuneOptions
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +95,39 @@ def test_tune_records_its_choices_and_compile_follows_them(tmp_path, two_threads
     model = api.compile(MAX_POOL, two_threads, log, name="pool", rewrites=WITH_PAD_FUSION)
     assert model.device == result.device
     assert result.module == api.apply_best(MAX_POOL, log, two_threads, "pool", rewrites=WITH_PAD_FUSION)
+
+
+def test_a_one_thread_choice_applies_the_one_thread_records(tmp_path, two_threads: Target):
+    """Where `tune` ran the program on one thread with the one-thread search's choices (`records_threads=1`),
+    `apply_best`, the spec and `compile` for the 2-thread target apply the 1-thread records; without that field
+    (an older log) the 2-thread target's own."""
+    module, log = matmul_bias_relu(32, 32, 32), tmp_path / "log.jsonl"
+    one = dataclasses.replace(two_threads, threads=1)
+    # No whole-program check: it could reject the candidate made the fastest below.
+    api.tune(module, one, options=TuneOptions(trials=4, log=log, progress=False, verify=0), name="mm", rewrites="none")
+    tuned = [r for r in read_records(log) if r.ok and not r.is_default]
+    assert tuned, "the 1-thread run measured no candidate"
+    # The best 1-thread record: a real candidate, made the fastest so that it is the one applied.
+    fastest = dataclasses.replace(tuned[0], result=dataclasses.replace(tuned[0].result, median_s=1e-9),
+                                  timestamp=time.time())
+    TuningLog(log).append([fastest])
+    record = ProgramRecord(two_threads.key, two_threads.fingerprint, program_key(module, "mm"), (), True, ONE_THREAD,
+                           round(time.time(), 3), records_threads=1)
+    assert program_record_from_dict(json.loads(record.to_json())) == record
+    older = json.loads(record.to_json())
+    del older["records_threads"]
+    assert program_record_from_dict(older).records_threads == 0
+    TuningLog(log).append([record])
+    assert records_target(two_threads, record).key == one.key
+    assert records_target(two_threads, dataclasses.replace(record, records_threads=0)) == two_threads
+    applied = api.apply_best(module, log, two_threads, "mm", rewrites="none")
+    assert applied == api.apply_best(module, log, one, "mm", rewrites="none")
+    spec = api.emit_tuning_spec(module, log, two_threads, "mm", rewrites="none")
+    assert spec == api.emit_tuning_spec(module, log, one, "mm", rewrites="none") and "translation_info" in spec
+    model = api.compile(module, two_threads, log, name="mm", rewrites="none")
+    assert model.device == ONE_THREAD
+    a, b, bias = (np.random.default_rng(0).uniform(-1, 1, s).astype(np.float32) for s in ((32, 32), (32, 32), (32,)))
+    np.testing.assert_allclose(model(a, b, bias), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+    TuningLog(log).append([dataclasses.replace(record, records_threads=0, timestamp=time.time() + 1)])
+    with pytest.raises(AnsorError, match="has no record for this machine"):  # the 2-thread target has none
+        api.apply_best(module, log, two_threads, "mm", rewrites="none")
