@@ -159,6 +159,7 @@ def ansor_curve(log: Path, weights: dict[str, int], target_key: str) -> tuple[fl
 def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settings) -> Prepared:
     """Tune with the public API, then build the returned module with plain iree-compile."""
     from ansor_mlir import api
+    from ansor_mlir.tuning.device_choice import build_target
 
     log = settings.out_dir / "logs" / f"{slug(workload)}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +171,8 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
     except AnsorError as exc:
         status = "not tunable yet" if "nothing to tune" in str(exc) else "failed"
         raise Unavailable(status, str(exc)) from None
-    vmfb = _build(result.module, settings.target.compile_flags(),
+    # Built for the device it runs on: on one thread without the fences of a threaded build (`build_target`).
+    vmfb = _build(result.module, build_target(settings.target, result.device).compile_flags(),
                   settings.out_dir / "vmfb" / f"{slug(workload)}.ansor.vmfb")
     weights = {r.task.key: r.task.weight for r in result.tasks}
     curve = ansor_curve(log, weights, settings.target.key)

@@ -65,7 +65,13 @@ from ansor_mlir.tuning.batch_export import export_batch as _export_batch
 from ansor_mlir.tuning.batch_export import import_results as _import_results
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
-from ansor_mlir.tuning.device_choice import DeviceChoice, OneThreadChoices, alternatives, choose_device
+from ansor_mlir.tuning.device_choice import (
+    DeviceChoice,
+    OneThreadChoices,
+    alternatives,
+    build_target,
+    choose_device,
+)
 from ansor_mlir.tuning.one_thread_start import one_thread_start
 from ansor_mlir.tuning.program_choice import chosen_text, record_choices, recorded_choice, records_target
 from ansor_mlir.tuning.progress import ConsoleProgress
@@ -648,13 +654,14 @@ def compile(
         raise _invalid("compile", "device", device, f"expected {' or '.join(devices)} for target {tgt.key}")
     text = chosen_text(source.text, changed, choice)
     spec = tuning_spec(text, source.name, log, records_target(tgt, choice)) if log is not None else None
-    vmfb, why = _build_model(source, text, tgt, spec, embed_parameters)
+    built_for = build_target(tgt, runtime)  # on one thread: no fences (`tuning.device_choice`)
+    vmfb, why = _build_model(source, text, built_for, spec, embed_parameters)
     if vmfb is None and spec is not None:
         warnings.warn(f"{source.name}: IREE could not build the model with the log's tuning spec ({why}); built "
                       "IREE's default instead: emit the spec (ansor-opt --ansor-emit-tuning-spec) to find the entry "
                       "it rejects, or tune again (whole-program checks reject a candidate whose spec fails)",
                       stacklevel=2)
-        vmfb, why = _build_model(source, text, tgt, None, embed_parameters)
+        vmfb, why = _build_model(source, text, built_for, None, embed_parameters)
     if vmfb is None:
         raise AnsorError(f"{source.name}: IREE could not compile it: {why}")
     kept = b"" if embed_parameters else source.parameters

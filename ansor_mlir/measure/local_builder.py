@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ansor_mlir.codegen.tuning_spec import attach_configs
@@ -60,7 +60,8 @@ class LocalBuilder(Builder):
         """A whole program from its source: the target's flags, and the item's tuning spec if it has one."""
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="ansor_spec_") as tmp:
-            flags = self.target.compile_flags()
+            target = replace(self.target, threads=1) if item.one_thread else self.target
+            flags = target.compile_flags()
             if item.spec_text is not None:
                 spec = Path(tmp) / "spec.mlir"
                 spec.write_text(item.spec_text)

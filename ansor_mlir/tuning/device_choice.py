@@ -11,7 +11,11 @@ it wins by `MIN_GAIN` and beyond the noise (`verification.judge`), what
 PyTorch does when an op is below its grain size (it runs it inline). The
 choice is a runtime flag (`--device=local-sync`).
 
-On one thread the program applies the one-thread search's choices where the
+On one thread the program is built as for one thread: IREE's synchronous
+ABI, without the fences a threaded build waits on (`Target.compile_flags`),
+which cost about 4 us per call there (a 16-float add: 5.6 us against 9.3 us
+on the 2-vCPU Zen 3 guest) and buy nothing on the calling thread. It
+applies the one-thread search's choices where the
 run made them (`tuning.one_thread_start`): a kernel tuned to be shared by
 two workers is not the best one for one thread. The 2-thread table's 128^3
 matmul took 83 us at its best on `local-task` and 50 us with the one-thread
@@ -21,7 +25,7 @@ search's best, so comparing the threaded program on both devices kept it on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ansor_mlir.core.target import Target
 from ansor_mlir.database.records import ProgramCheck
@@ -60,6 +64,11 @@ class DeviceChoice:
         return f"{name}: the tuned program stays on {self.threaded}: {times}"
 
 
+def build_target(target: Target, device: str) -> Target:
+    """The target a program running on `device` is built for: one thread's on `local-sync` (no fences)."""
+    return replace(target, threads=1) if device == ONE_THREAD and target.threads > 1 else target
+
+
 def alternatives(target: Target) -> tuple[str, ...]:
     """The devices worth comparing: the target's threaded device and one thread, for a CPU with threads > 1."""
     if target.gpu is not None or target.threads <= 1 or not target.runs_here:
@@ -85,7 +94,8 @@ def choose_device(target: Target, builder: Builder, runner: Runner, program: Use
     alone = spec if one_thread is None else one_thread.spec
     which = "" if one_thread is None else " with the one-thread search's choices"
     timing = time_pair(builder, runner, ProgramVariant(f"the tuned program on {threaded}", program, spec),
-                       ProgramVariant(f"the tuned program on {ONE_THREAD}{which}", program, alone), seed, rounds,
+                       ProgramVariant(f"the tuned program on {ONE_THREAD}{which}", program, alone, one_thread=True),
+                       seed, rounds,
                        (threaded, ONE_THREAD))
     if timing.samples is None:
         return DeviceChoice(threaded, threaded, reason=timing.failure)

@@ -129,6 +129,7 @@ class ProgramVariant:
     label: str
     program: UserProgram
     spec: str | None = None
+    one_thread: bool = False  # built for one thread (`ProgramBuildInput.one_thread`)
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,9 @@ def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: P
     """
     pair = (first, second)
     entry, inputs = program_inputs(first.program.text, first.program.name, seed)
-    same = (first.program.text, first.spec) == (second.program.text, second.spec)
-    items = [ProgramBuildInput(c.program.text, entry.name, c.spec, PROGRAM_COMPILE_TIMEOUT_S)
+    same = (first.program.text, first.spec, first.one_thread) == (second.program.text, second.spec,
+                                                                  second.one_thread)
+    items = [ProgramBuildInput(c.program.text, entry.name, c.spec, PROGRAM_COMPILE_TIMEOUT_S, c.one_thread)
              for c in (pair[:1] if same else pair)]
     builds = builder.build(items)
     builds = builds * 2 if same else builds

@@ -10,7 +10,7 @@ from conftest import matmul_bias_relu
 
 from ansor_mlir import api
 from ansor_mlir.cli import compile_main
-from ansor_mlir.core.target import Target, detect_host, parse_target
+from ansor_mlir.core.target import ASYNC_EXECUTION_FLAG, Target, detect_host, parse_target
 from ansor_mlir.database.records import read_program_records
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.entry_point import entry_point
@@ -20,7 +20,8 @@ from ansor_mlir.measure.inputs import encode_array, make_arrays
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import CompareInput
-from ansor_mlir.tuning.device_choice import ONE_THREAD, alternatives, choose_device
+from ansor_mlir.mlir.vm_invoke import is_async
+from ansor_mlir.tuning.device_choice import ONE_THREAD, alternatives, build_target, choose_device
 from ansor_mlir.tuning.verification import MIN_ROUNDS, UserProgram
 
 
@@ -66,12 +67,16 @@ def test_a_tiny_program_runs_on_one_thread(two_threads: Target):
 
 
 def test_compile_runs_on_the_device_asked_for(two_threads: Target):
+    """On one thread the program is built without the fences of a threaded build (IREE's synchronous ABI)."""
     module = matmul_bias_relu(16, 16, 16)
     a, b, bias = (np.ones(s, np.float32) for s in ((16, 16), (16, 16), (16,)))
     model = api.compile(module, two_threads, device=ONE_THREAD)
-    assert model.device == ONE_THREAD
+    assert model.device == ONE_THREAD and not is_async(model.bound()[1])
     np.testing.assert_allclose(model(a, b, bias), np.maximum(a @ b + bias, 0))
-    assert api.compile(module, two_threads).device == "local-task"
+    threaded = api.compile(module, two_threads)
+    assert threaded.device == "local-task" and is_async(threaded.bound()[1])
+    assert build_target(two_threads, ONE_THREAD).threads == 1 and build_target(two_threads, "local-task") == two_threads
+    assert ASYNC_EXECUTION_FLAG not in build_target(two_threads, ONE_THREAD).compile_flags()
     with pytest.raises(AnsorError, match=r"compile: invalid device='local-gpu': expected local-task or local-sync"):
         api.compile(module, two_threads, device="local-gpu")
 
