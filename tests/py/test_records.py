@@ -85,6 +85,9 @@ def test_a_win_inside_the_noise_does_not_displace_the_incumbent():
     incumbent = MeasureResult(ErrorKind.NONE, median_s=1.0, spread_s=0.1)
     assert not MeasureResult(ErrorKind.NONE, median_s=0.97, spread_s=0.1).beats(incumbent)
     assert MeasureResult(ErrorKind.NONE, median_s=0.8, spread_s=0.1).beats(incumbent)
+    noisy = MeasureResult(ErrorKind.NONE, median_s=65.3, spread_s=25.0)  # a noisy incumbent does not shield itself
+    assert MeasureResult(ErrorKind.NONE, median_s=50.9, spread_s=3.9).beats(noisy)
+    assert not MeasureResult(ErrorKind.NONE, median_s=50.9, spread_s=20.0).beats(noisy)  # nor does a noisy win count
     assert not MeasureResult(ErrorKind.WRONG_ANSWER, median_s=0.1).beats(incumbent)
 
 
