@@ -653,7 +653,9 @@ def compile(
     if runtime not in devices:
         raise _invalid("compile", "device", device, f"expected {' or '.join(devices)} for target {tgt.key}")
     text = chosen_text(source.text, changed, choice)
-    spec = tuning_spec(text, source.name, log, records_target(tgt, choice)) if log is not None else None
+    # The recorded device's records (the one-thread search's on one thread), unless `device` overrides it.
+    applied = records_target(tgt, choice) if choice is not None and runtime == choice.device else tgt
+    spec = tuning_spec(text, source.name, log, applied) if log is not None else None
     built_for = build_target(tgt, runtime)  # on one thread: no fences (`tuning.device_choice`)
     vmfb, why = _build_model(source, text, built_for, spec, embed_parameters)
     if vmfb is None and spec is not None:

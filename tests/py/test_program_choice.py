@@ -126,6 +126,8 @@ def test_a_one_thread_choice_applies_the_one_thread_records(tmp_path, two_thread
     assert spec == api.emit_tuning_spec(module, log, one, "mm", rewrites="none") and "translation_info" in spec
     model = api.compile(module, two_threads, log, name="mm", rewrites="none")
     assert model.device == ONE_THREAD
+    with pytest.raises(AnsorError, match="has no record for this machine"):  # asked for: the 2-thread records
+        api.compile(module, two_threads, log, name="mm", rewrites="none", device="local-task")
     a, b, bias = (np.random.default_rng(0).uniform(-1, 1, s).astype(np.float32) for s in ((32, 32), (32, 32), (32,)))
     np.testing.assert_allclose(model(a, b, bias), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
     TuningLog(log).append([dataclasses.replace(record, records_threads=0, timestamp=time.time() + 1)])
