@@ -236,13 +236,14 @@ class ProgramVerifier:
             if task.key in lost and _identities(_without(chosen, task.key)) != _identities(lost[task.key]):
                 check(task)
         final = accepted_choices([*records, *checks], self.target, tasks)
-        whole = self._whole(programs, final, inputs, program_s) if len(final) >= 2 else None
+        whole = self._whole(programs, default.program, final, inputs, program_s) if len(final) >= 2 else None
         return Verification(checks, whole)
 
-    def _whole(self, programs: ProgramBuilds, chosen: dict[str, Record], inputs: tuple[bytes, ...],
-               program_s: float | None) -> ProgramCheck:
-        """The program with every task's accepted choice timed against IREE's default build (both built
-        already, `programs`): each check judged one task against the others' choices, this the sum of them."""
+    def _whole(self, programs: ProgramBuilds, default: BuiltProgram, chosen: dict[str, Record],
+               inputs: tuple[bytes, ...], program_s: float | None) -> ProgramCheck:
+        """The program with every task's accepted choice (built already by `programs`, as the last baseline)
+        timed against IREE's default build: each check judged one task against the others' choices, this the
+        sum of them."""
         tuned = programs.build(chosen).result()
         if not tuned.ok or tuned.program is None:
             return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, f"the tuned program did not build: "
@@ -250,7 +251,7 @@ class ProgramVerifier:
         rounds, limit = self.rounds, None
         if program_s is not None:
             rounds, limit = compare_budget(program_s, 2, self.rounds)
-        compared = self._compare((programs.build({}).result().program, tuned.program), inputs, rounds, limit)
+        compared = self._compare((default, tuned.program), inputs, rounds, limit)
         return replace(_verdict(compared, 1), others=len(chosen))
 
     def _verify_task(
@@ -326,7 +327,9 @@ class ProgramBuilds:
 
     def spec(self, choices: dict[str, Record]) -> str | None:
         """The tuning spec of `choices`; None: IREE's default."""
-        return choices_spec(self.tasks, choices) if choices else None
+        if not choices:
+            return None
+        return program_spec([(self.tasks[k], r) for k, r in sorted(choices.items())])  # one set, one text
 
 
 def _weighted(build: Future[BuildResult], with_weights: Callable[[BuiltProgram], BuiltProgram]
@@ -458,11 +461,6 @@ def build_gap(result: TaskResult, records: list[Record], target: Target) -> str 
             f"{best.program.ratio:.2f}x in the whole program built with its tuning spec, so IREE's default is "
             "used; a gap this size is no noise but a difference between the two builds: please report it with "
             "the log")
-
-
-def choices_spec(tasks: dict[str, Task], choices: dict[str, Record]) -> str:
-    """The tuning spec applying each task's chosen record, in task-key order so one set has one text."""
-    return program_spec([(tasks[k], r) for k, r in sorted(choices.items())])
 
 
 def program_spec(choices: Sequence[tuple[Task, Record]]) -> str:
