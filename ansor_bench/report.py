@@ -126,7 +126,8 @@ def geomean_rows(report: BenchReport) -> list[tuple[str, list[str]]]:
 
 
 def console_table(report: BenchReport) -> Table:
-    table = Table(title="median ms per call, timed alternately (1 thread); [x] = speedup vs IREE default")
+    threads = _threads_text(report.meta.get("threads", 1))
+    table = Table(title=f"median ms per call, timed alternately ({threads}); [x] = speedup vs IREE default")
     table.add_column("workload")
     for contender in report.contenders:
         table.add_column(contender, justify="right")
