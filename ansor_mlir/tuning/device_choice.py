@@ -50,16 +50,18 @@ class DeviceChoice:
     reason: str = ""
     # The thread count whose records the program applies on `device` (0: the target's own).
     records_threads: int = 0
+    # Whether the one-thread side was timed with the one-thread search's choices (else the threaded ones').
+    one_thread_choices: bool = False
 
     def note(self, name: str, threads: int) -> str:
         """One line for the user: which device, by how much, and the flag that selects it."""
         if self.check is None:
             return f"{name}: runs on {self.device} ({self.reason})"
-        times = (f"{self.check.tuned_s * 1e6:.1f} us on {ONE_THREAD} against {self.check.default_s * 1e6:.1f} us "
-                 f"on {self.threaded} with {threads} workers")
+        which = " with the one-thread search's choices" if self.one_thread_choices else ""
+        times = (f"{self.check.tuned_s * 1e6:.1f} us on {ONE_THREAD}{which} against "
+                 f"{self.check.default_s * 1e6:.1f} us on {self.threaded} with {threads} workers")
         if self.device == ONE_THREAD:
-            which = " with the one-thread search's choices" if self.records_threads == 1 else ""
-            return (f"{name}: the tuned program runs faster on one thread{which}: {times}; run it with "
+            return (f"{name}: the tuned program runs faster on one thread: {times}; run it with "
                     f"--device={ONE_THREAD} (`TuneResult.device`, `ansor_mlir.compile(..., device=...)`)")
         return f"{name}: the tuned program stays on {self.threaded}: {times}"
 
@@ -100,6 +102,7 @@ def choose_device(target: Target, builder: Builder, runner: Runner, program: Use
     if timing.samples is None:
         return DeviceChoice(threaded, threaded, reason=timing.failure)
     check = judge(*timing.samples, MIN_GAIN)
+    choices = one_thread is not None
     if not check.accepted:
-        return DeviceChoice(threaded, threaded, check)
-    return DeviceChoice(ONE_THREAD, threaded, check, records_threads=0 if one_thread is None else 1)
+        return DeviceChoice(threaded, threaded, check, one_thread_choices=choices)
+    return DeviceChoice(ONE_THREAD, threaded, check, records_threads=int(choices), one_thread_choices=choices)

@@ -11,7 +11,7 @@ from conftest import matmul_bias_relu
 from ansor_mlir import api
 from ansor_mlir.cli import compile_main
 from ansor_mlir.core.target import ASYNC_EXECUTION_FLAG, Target, detect_host, parse_target
-from ansor_mlir.database.records import read_program_records
+from ansor_mlir.database.records import ProgramCheck, read_program_records
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.entry_point import entry_point
 from ansor_mlir.frontend.target_resolution import resolve_target
@@ -21,7 +21,7 @@ from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import CompareInput
 from ansor_mlir.mlir.vm_invoke import is_async
-from ansor_mlir.tuning.device_choice import ONE_THREAD, alternatives, build_target, choose_device
+from ansor_mlir.tuning.device_choice import ONE_THREAD, DeviceChoice, alternatives, build_target, choose_device
 from ansor_mlir.tuning.verification import MIN_ROUNDS, UserProgram
 
 
@@ -101,3 +101,12 @@ def test_one_thread_runs_the_one_thread_searchs_choices(tmp_path, two_threads: T
     assert "with the one-thread search's choices" in result.device_choice.note("mm", 2)
     assert result.module == api.apply_best(module, log, two_threads, "mm", rewrites="none")
     assert result.module == api.apply_best(module, log, replace(two_threads, threads=1), "mm", rewrites="none")
+
+
+def test_the_note_says_which_choices_ran_on_one_thread():
+    """Whichever device wins, the note says whether one thread ran the one-thread search's choices."""
+    check = ProgramCheck(default_s=60e-6, tuned_s=70e-6, ratio_low=0.8, ratio=0.86, ratio_high=0.9, rounds=15,
+                         accepted=False)
+    stays = DeviceChoice("local-task", "local-task", check, one_thread_choices=True)
+    assert "70.0 us on local-sync with the one-thread search's choices against 60.0 us" in stays.note("mm", 2)
+    assert "choices" not in DeviceChoice("local-task", "local-task", check).note("mm", 2)
