@@ -1,4 +1,4 @@
-"""Convert the bindings' affine maps into the core's typed `AffineMap` data.
+"""Convert the bindings' affine maps into the core's typed `AffineMap` data, and a linalg op's loop nest.
 
 Reads the expression tree through the bindings' classes (`ir.AffineDimExpr`,
 `ir.AffineAddExpr`, ...), never the printed map, so a map means the same to
@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from iree.compiler import ir
+from iree.compiler.dialects import linalg
 
 from ansor_mlir.core.affine import AffineExpr, AffineMap
+from ansor_mlir.mlir.context import ops_of
 
 
 def affine_expr_from_ir(expr: ir.AffineExpr) -> AffineExpr:
@@ -63,3 +65,32 @@ def convolution_window(expr: AffineExpr, out_dims: Sequence[int], filter_dims: S
         if s > 0 and d > 0 and o in out_dims and k in filter_dims and k not in out_dims:
             return out_dims.index(o), filter_dims.index(k), s, d
     return None
+
+
+def iterator_names(ctx: ir.Context) -> dict[ir.Attribute, str]:
+    """`#linalg.iterator_type<...>` attributes by name, made by the bindings' own attribute builder."""
+    build = ir.AttrBuilder.get("linalg.IteratorTypeEnum")
+    return {build(kind, ctx): str(kind) for kind in linalg.IteratorType}
+
+
+def loop_structure(op: ir.Operation) -> dict:
+    """A linalg op's loop nest read off its indexing maps: each loop's extent (0 where no ranked operand
+    indexes it alone), iterator kinds by name, typed maps, and its body's op names."""
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    names = iterator_names(op.context)
+    iterators = [names[a] for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    extents = [0] * len(iterators)
+    for amap, operand in zip(maps, op.operands, strict=True):
+        if not isinstance(operand.type, ir.RankedTensorType):
+            continue
+        shape = operand.type.shape
+        for pos, expr in enumerate(amap.results):
+            if isinstance(expr, ir.AffineDimExpr):
+                extents[expr.position] = max(extents[expr.position], shape[pos])
+    body = [o.name for o in ops_of(op.regions[0].blocks[0]) if o.name != "linalg.yield"]
+    return {
+        "extents": tuple(extents),
+        "iterators": tuple(iterators),
+        "maps": indexing_maps(op),
+        "body": tuple(body),
+    }

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import linalg, tensor
 
+from ansor_mlir.frontend.affine_maps import loop_structure
 from ansor_mlir.mlir.context import ops_of, producer, walk
 
 NAME = "shared-subexpressions"
@@ -127,25 +128,20 @@ def _static(generic: linalg.GenericOp) -> bool:
 
 
 def _loop_ranges(generic: linalg.GenericOp) -> tuple[int, ...] | None:
-    """Each loop's trip count, read off the operands a loop indexes alone; None if one is not."""
-    maps = [ir.AffineMapAttr(m).value for m in generic.indexing_maps]
-    ranges: dict[int, int] = {}
-    for value, amap in zip((*generic.inputs, *generic.outputs), maps, strict=True):
-        if not isinstance(value.type, ir.RankedTensorType):
-            return None
-        for size, expr in zip(ir.RankedTensorType(value.type).shape, amap.results, strict=True):
-            if isinstance(expr, ir.AffineDimExpr):
-                ranges[expr.position] = size
-    n = maps[0].n_dims
-    return tuple(ranges[d] for d in range(n)) if len(ranges) == n else None
+    """Each loop's trip count (`loop_structure`); None if some loop is not indexed alone by an operand."""
+    extents = loop_structure(generic.operation)["extents"]
+    return None if 0 in extents else extents
+
+
+def _maps(generic: linalg.GenericOp) -> list[ir.AffineMap]:
+    """The generic's indexing maps, inputs' then outputs', as the bindings' maps (to build with)."""
+    return [ir.AffineMapAttr(m).value for m in generic.indexing_maps]
 
 
 def _writes_its_domain(generic: linalg.GenericOp) -> bool:
     """All loops parallel and an output indexed by all of them: the program writes a domain-sized tensor here."""
-    maps = [ir.AffineMapAttr(m).value for m in generic.indexing_maps]
-    parallel = all("parallel" in str(t) for t in generic.iterator_types)
-    outputs = maps[len(generic.inputs):]
-    return parallel and any(m.is_permutation for m in outputs)
+    parallel = set(loop_structure(generic.operation)["iterators"]) == {"parallel"}
+    return parallel and any(m.is_permutation for m in _maps(generic)[len(generic.inputs):])
 
 
 def _rewrite(group: Sequence[_Use]) -> int:
@@ -171,7 +167,7 @@ def _materialize(use: _Use) -> ir.Value:
     body = generic.regions[0].blocks[0]
     live = _live_ops([use.value], body)
     args = _args_read(live, body, len(generic.inputs))
-    maps = [ir.AffineMapAttr(m).value for m in generic.indexing_maps]
+    maps = _maps(generic)
     ranges = _loop_ranges(generic)
     element = use.value.type
     result_type = ir.RankedTensorType.get(list(ranges), element)
@@ -195,7 +191,7 @@ def _read_instead(use: _Use, shared: ir.Value) -> None:
     terminator = next(op for op in ops_of(body) if op.name == YIELD)
     live = _live_ops(list(terminator.operands), body, stop=use.value)
     args = _args_read(live, body, n_inputs)
-    maps = [ir.AffineMapAttr(m).value for m in generic.indexing_maps]
+    maps = _maps(generic)
     n_loops = maps[0].n_dims
     new = linalg.GenericOp([r.type for r in generic.results], [*(generic.inputs[i] for i in args), shared],
                            list(generic.outputs),

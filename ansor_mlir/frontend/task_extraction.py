@@ -24,7 +24,7 @@ from iree.compiler.dialects import func as func_dialect
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, RootOp, Task
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.frontend.affine_maps import indexing_maps
+from ansor_mlir.frontend.affine_maps import loop_structure
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
 from ansor_mlir.mlir.context import ancestors, new_context, ops_of, parse_module, walk
 from ansor_mlir.mlir.iree_attributes import cpu_lowering_levels, cpu_pipeline
@@ -349,35 +349,8 @@ def generalized_ops(func_text: str) -> list[dict | None]:
     out = []
     for op in ops_of(func.regions[0].blocks[0]):
         if op.name.startswith("linalg."):
-            out.append(_loop_structure(op) if "indexing_maps" in op.attributes else None)
+            out.append(loop_structure(op) if "indexing_maps" in op.attributes else None)
     return out
-
-
-def _iterator_names(ctx: ir.Context) -> dict[ir.Attribute, str]:
-    """`#linalg.iterator_type<...>` attributes by name, made by the bindings' own attribute builder."""
-    build = ir.AttrBuilder.get("linalg.IteratorTypeEnum")
-    return {build(kind, ctx): str(kind) for kind in linalg.IteratorType}
-
-
-def _loop_structure(op: ir.Operation) -> dict:
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    names = _iterator_names(op.context)
-    iterators = [names[a] for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-    extents = [0] * len(iterators)
-    for amap, operand in zip(maps, op.operands, strict=True):
-        if not isinstance(operand.type, ir.RankedTensorType):
-            continue
-        shape = operand.type.shape
-        for pos, expr in enumerate(amap.results):
-            if isinstance(expr, ir.AffineDimExpr):
-                extents[expr.position] = max(extents[expr.position], shape[pos])
-    body = [o.name for o in ops_of(op.regions[0].blocks[0]) if o.name != "linalg.yield"]
-    return {
-        "extents": tuple(extents),
-        "iterators": tuple(iterators),
-        "maps": indexing_maps(op),
-        "body": tuple(body),
-    }
 
 
 def pick_root(ops: list[dict]) -> int:
@@ -432,7 +405,7 @@ def codegen_linalg_ops(configured: str) -> tuple[LinalgOpInfo, ...]:
         return ()
     infos = []
     for index, (op, gen) in enumerate(zip(named, generic, strict=True)):
-        structure = _loop_structure(gen)
+        structure = loop_structure(gen)
         producers = tuple(_producer_index(value, named[:index]) for value in op.operands)
         infos.append(LinalgOpInfo(
             name=op.name,
