@@ -48,10 +48,13 @@ class DeviceChoice:
     threaded: str
     check: ProgramCheck | None = None
     reason: str = ""
-    # The thread count whose records the program applies on `device` (0: the target's own).
-    records_threads: int = 0
     # Whether the one-thread side was timed with the one-thread search's choices (else the threaded ones').
     one_thread_choices: bool = False
+
+    @property
+    def records_threads(self) -> int:
+        """The thread count whose records the program applies on `device` (0: the target's own)."""
+        return 1 if self.device == ONE_THREAD and self.one_thread_choices else 0
 
     def note(self, name: str, threads: int) -> str:
         """One line for the user: which device, by how much, and the flag that selects it."""
@@ -102,7 +105,5 @@ def choose_device(target: Target, builder: Builder, runner: Runner, program: Use
     if timing.samples is None:
         return DeviceChoice(threaded, threaded, reason=timing.failure)
     check = judge(*timing.samples, MIN_GAIN)
-    choices = one_thread is not None
-    if not check.accepted:
-        return DeviceChoice(threaded, threaded, check, one_thread_choices=choices)
-    return DeviceChoice(ONE_THREAD, threaded, check, records_threads=int(choices), one_thread_choices=choices)
+    device = ONE_THREAD if check.accepted else threaded
+    return DeviceChoice(device, threaded, check, one_thread_choices=one_thread is not None)
