@@ -281,7 +281,8 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
     threads = m.get("threads", 1)
     device = "local-sync" if threads == 1 else f"local-task, {threads} workers"
     chosen = "" if threads == 1 else (
-        " ansor-mlir's tuned program runs on the device it ran fastest on when tuned, `local-task` or `local-sync` "
+        " ansor-mlir's tuned program runs on `local-task` where it ran faster there than on one thread beyond the "
+        "noise when tuned, else on `local-sync` "
         "(`ansor_mlir/tuning/device_choice.py`: IREE's task system costs tens of us per call); the tasks table "
         "says where it chose `local-sync`.")
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())

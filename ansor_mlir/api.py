@@ -275,7 +275,7 @@ def generate_sketches(task: Task, target: str | Target = "llvm-cpu") -> list[Ske
 @dataclass(frozen=True)
 class TuneResult:
     """The tuned module, each task's result, the log, and the runtime device the tuned program runs fastest on
-    (`tuning.device_choice`: at threads > 1, `local-sync` when one thread beats IREE's task system)."""
+    (`tuning.device_choice`: at threads > 1, `local-sync` unless IREE's task system beats one thread)."""
 
     module: str
     tasks: list[TaskResult]

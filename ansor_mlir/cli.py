@@ -335,7 +335,7 @@ def compile_model(args: argparse.Namespace) -> str:
     if args.params_out and source.parameters:
         source.write_parameters(Path(args.params_out))
         where = f", weights in {args.params_out} (--parameters=model={args.params_out})"
-    run = f"; it ran fastest with --device={device}" if device != target.runtime_device() else ""
+    run = f"; run it with --device={device}" if device != target.runtime_device() else ""
     return f"wrote {args.output}: function {program.function}, {how}{where}{run}"
 
 

@@ -502,8 +502,13 @@ class Tuner:
                         ) -> dict[int, tuple[float, float]]:
         """Per correct program of the batch, (its anchored time, the anchor's time in the same rounds): the
         batch and the task's anchor timed alternately (`tuning.anchor`); none when there is no anchor or the
-        alternated timing failed."""
+        alternated timing failed. A program far faster than the anchor becomes the next batches' anchor."""
         positions = [p for p, r in sorted(measured.items()) if r.ok and anchor.usable(r.median_s)]
+        if session.anchor is None and positions and self.runner.times_one_device:
+            # IREE's default was too slow to anchor: the fastest program, as measured alone, anchors the next.
+            session.anchor = anchor.rebased(None, [(builds[p].program, measured[p].median_s) for p in positions
+                                                   if builds[p].program is not None])
+            return {}
         if session.anchor is None or not positions:
             return {}
         programs = (session.anchor.program, *(builds[p].program for p in positions))
@@ -512,8 +517,12 @@ class Tuner:
         if not compared.ok:
             return {}
         now, times = anchor.anchored_times(session.anchor.time_s, compared.samples)
-        return {p: (t, now) for i, (p, t) in enumerate(zip(positions, times, strict=True), start=1)
-                if i not in compared.wrong}
+        anchored_s = {p: (t, now) for i, (p, t) in enumerate(zip(positions, times, strict=True), start=1)
+                      if i not in compared.wrong}
+        # A program far faster than the anchor anchors the next batches (`anchor.rebased`).
+        session.anchor = anchor.rebased(session.anchor, [(builds[p].program, t) for p, (t, _) in anchored_s.items()
+                                                         if builds[p].program is not None])
+        return anchored_s
 
 
 def _no_reference(task: Task, error: ErrorKind, message: str) -> AnsorError:

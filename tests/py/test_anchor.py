@@ -7,15 +7,19 @@ import json
 import pytest
 
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
+from ansor_mlir.measure.builder import BuiltProgram
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import Runner
 from ansor_mlir.tuning.anchor import (
     MAX_ANCHOR_S,
     MAX_ROUNDS,
+    MAX_SPAN,
     MIN_ROUNDS,
     PROGRAM_S,
+    Anchor,
     anchored,
     anchored_times,
+    rebased,
     rounds_for,
     usable,
 )
@@ -84,3 +88,18 @@ def test_a_real_tune_records_each_candidate_anchored_to_iree_default(tmp_path):
     candidates = [r for r in records if not r.is_default]
     assert default and default[0].result.reference_s is None
     assert candidates and all(r.result.reference_s and r.result.measured_s for r in candidates)
+
+
+def test_a_program_far_faster_than_the_anchor_anchors_the_next_batches():
+    """IREE's default of a large convolution, 20-40x slower than the candidates, swung with other limits than
+    theirs; the batch's fastest program takes over once the anchor is `MAX_SPAN` times slower, keeping its
+    anchored time (the first anchor's unit), and moves again only by that factor."""
+    default, fast, faster = (BuiltProgram(bytes([i]), "task") for i in range(3))
+    first = Anchor(default, 160e-3)
+    assert rebased(first, []) is first and rebased(None, []) is None
+    assert rebased(None, [(fast, 0.2), (faster, 0.1)]) == Anchor(faster, 0.1)  # no anchor yet: the fastest
+    assert rebased(first, [(fast, 50e-3), (faster, 45e-3)]) is first  # within the span: the anchor stays
+    moved = rebased(first, [(fast, 8e-3), (faster, 9e-3)])
+    assert moved == Anchor(fast, 8e-3)
+    assert rebased(moved, [(faster, 2.5e-3)]) is moved
+    assert rebased(moved, [(faster, 8e-3 / MAX_SPAN / 1.01)]).program is faster
