@@ -16,9 +16,9 @@ The threads must prove themselves, not one thread: on the 2-vCPU Zen 3
 guest the host's phases move a one-thread 128^3 matmul between 53 and 90 us
 within seconds (PyTorch's with it), while its second worker wakes too late to
 share the work (70-95 us on `local-task`). Asked to win by 10% beyond the
-noise, one thread won one comparison in four of the same two programs and
-the matmul stayed on `local-task`, 0.58x PyTorch's 2 threads in the 2-thread
-table; one thread runs it at 0.9-1.0x.
+noise, one thread won 1 of 7 comparisons of the same two programs (15
+rounds each), and the matmul stayed on `local-task`, 0.58x PyTorch's 2
+threads in the 2-thread table; one thread runs it at 0.9-1.0x.
 
 On one thread the program is built as for one thread: IREE's synchronous
 ABI, without the fences a threaded build waits on (`Target.compile_flags`),
