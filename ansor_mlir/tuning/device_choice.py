@@ -112,15 +112,16 @@ def choose_device(target: Target, builder: Builder, runner: Runner, program: Use
                        (threaded, ONE_THREAD))
     if timing.samples is None:
         return DeviceChoice(threaded, threaded, reason=timing.failure)
-    return DeviceChoice(*decide(threaded, *timing.samples), one_thread_choices=one_thread is not None)
+    device, check = decide(threaded, *timing.samples)
+    return DeviceChoice(device, threaded, check, one_thread_choices=one_thread is not None)
 
 
-def decide(threaded: str, threaded_s: Sequence[float], one_thread_s: Sequence[float]) -> tuple[str, str, ProgramCheck]:
-    """(device, threaded device, check) from alternated rounds: one thread unless the threaded program wins
-    beyond the noise. The check reads as speedups of one thread over the threads, accepted where one runs."""
+def decide(threaded: str, threaded_s: Sequence[float], one_thread_s: Sequence[float]) -> tuple[str, ProgramCheck]:
+    """(device, check) from alternated rounds: one thread unless the `threaded` device's program wins beyond
+    the noise. The check reads as speedups of one thread over the threads, accepted where one runs."""
     threads_pay = judge(one_thread_s, threaded_s, THREADS_GAIN)
     check = judge(threaded_s, one_thread_s, 0.0)
     reason = ("" if not threads_pay.accepted else
               f"{threaded} is faster beyond the noise (speedup {1 / check.ratio:.3f} over one thread)")
     check = replace(check, accepted=not threads_pay.accepted, reason=reason)
-    return (threaded if threads_pay.accepted else ONE_THREAD), threaded, check
+    return (threaded if threads_pay.accepted else ONE_THREAD), check

@@ -40,7 +40,7 @@ from ansor_mlir.database.records import (
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult
+from ansor_mlir.measure.builder import Builder, BuildInput, BuildResult, BuiltProgram
 from ansor_mlir.measure.dask_engine import cluster_measurers
 from ansor_mlir.measure.inputs import check_inputs, encode_array, make_inputs
 from ansor_mlir.measure.local_builder import LocalBuilder
@@ -506,8 +506,7 @@ class Tuner:
         positions = [p for p, r in sorted(measured.items()) if r.ok and anchor.usable(r.median_s)]
         if session.anchor is None and positions and self.runner.times_one_device:
             # IREE's default was too slow to anchor: the fastest program, as measured alone, anchors the next.
-            session.anchor = anchor.rebased(None, [(builds[p].program, measured[p].median_s) for p in positions
-                                                   if builds[p].program is not None])
+            session.anchor = anchor.rebased(None, _timed_programs(builds, {p: measured[p].median_s for p in positions}))
             return {}
         if session.anchor is None or not positions:
             return {}
@@ -520,9 +519,14 @@ class Tuner:
         anchored_s = {p: (t, now) for i, (p, t) in enumerate(zip(positions, times, strict=True), start=1)
                       if i not in compared.wrong}
         # A program far faster than the anchor anchors the next batches (`anchor.rebased`).
-        session.anchor = anchor.rebased(session.anchor, [(builds[p].program, t) for p, (t, _) in anchored_s.items()
-                                                         if builds[p].program is not None])
+        session.anchor = anchor.rebased(session.anchor,
+                                        _timed_programs(builds, {p: t for p, (t, _) in anchored_s.items()}))
         return anchored_s
+
+
+def _timed_programs(builds: list[BuildResult], times: dict[int, float]) -> list[tuple[BuiltProgram, float]]:
+    """(program, time) of each batch position timed in `times`, what `anchor.rebased` chooses among."""
+    return [(program, t) for p, t in times.items() if (program := builds[p].program) is not None]
 
 
 def _no_reference(task: Task, error: ErrorKind, message: str) -> AnsorError:

@@ -125,9 +125,9 @@ def test_the_threads_stay_only_when_they_win_beyond_the_noise():
     the threads speed up by 5% in every round keeps them."""
     threaded = [77, 108, 116, 111, 91, 112, 122, 88, 76, 79, 81, 93, 94, 84, 83]
     one = [86, 89, 86, 88, 79, 81, 87, 89, 80, 78, 84, 85, 79, 77, 53]
-    device, _, check = decide("local-task", threaded, one)
+    device, check = decide("local-task", threaded, one)
     assert device == ONE_THREAD and check.accepted and check.default_s == 91 and check.tuned_s == 84
     tied = [100.0 + (i % 3) for i in range(15)]
     assert decide("local-task", tied, list(reversed(tied)))[0] == ONE_THREAD
-    device, _, check = decide("local-task", [0.95 * t for t in tied], tied)
+    device, check = decide("local-task", [0.95 * t for t in tied], tied)
     assert device == "local-task" and not check.accepted and "faster beyond the noise" in check.reason
