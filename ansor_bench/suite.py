@@ -55,9 +55,16 @@ class Curve:
     best_s: tuple[float, ...]
 
 
+# Alternated rounds per op. On a shared 2-vCPU guest the host's phases last seconds and slow one runtime more
+# than another: 10 rounds of five contenders (about 4 s) read the same softmax programs at 0.65-1.15x PyTorch
+# from one comparison to the next; a comparison over 15 s or more stays within a few percent of its median
+# (`tools/timing_window_report.py`, `docs/timing_windows.md`).
+DEFAULT_ROUNDS = 40
+
+
 @dataclass(frozen=True)
 class TimingPlan:
-    rounds: int = 10
+    rounds: int = DEFAULT_ROUNDS
     min_round_s: float = 0.05
     # The untimed warm-up before each timed slice (`time_alternately`): None is half a round.
     warm_s: float | None = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +78,19 @@ def time_alternately(
         name: Timing(statistics.median(times), min(times), len(times), tuple(per_round[name]))
         for name, times in samples.items()
     }
+
+
+def window_ratios(baseline: Sequence[float], contender: Sequence[float], rounds: int) -> list[float]:
+    """Speedups of `contender` over `baseline` (their per-round medians, same rounds) read from every run of
+    `rounds` consecutive rounds: what a comparison `rounds` long could have reported at each point of the run.
+
+    On a shared host the phases last seconds and hit one runtime more than another, so a short comparison can
+    land inside one (`tools/timing_window_report.py`); the spread of these ratios says how long is long enough.
+    """
+    if len(baseline) != len(contender):
+        raise ValueError(f"{len(baseline)} baseline rounds against {len(contender)} contender rounds")
+    return [statistics.median(baseline[i:i + rounds]) / statistics.median(contender[i:i + rounds])
+            for i in range(len(baseline) - rounds + 1)]
 
 
 def mismatch(outputs: list[np.ndarray], references: list[np.ndarray], rtol: float = 2e-3) -> str | None:

@@ -48,7 +48,9 @@ def parser() -> argparse.ArgumentParser:
                    help="comma-separated keys: ansor,iree,iree-rw,iree-dt,iree-uk,torch,numpy,tvm "
                         "(iree-rw: IREE default on the program after ansor-mlir's program rewrites)")
     p.add_argument("--quick", action="store_true", help="smoke run: fewer timing rounds, quick roofline")
-    p.add_argument("--rounds", type=int, default=None, help="alternating timing rounds (default 10, quick 3)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="alternating timing rounds (default 40: longer than the host's phases, see "
+                        "tools/timing_window_report.py; quick 3)")
     p.add_argument("--out", type=Path, default=Path("runs/bench"), help="output directory")
     p.add_argument("--docs", type=Path, default=None, help="also write this markdown report (e.g. docs/benchmarks.md)")
     p.add_argument("--seed", type=int, default=0)
@@ -115,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         idle = read_idle_wakeup()
         warning = threaded_timing_note(args.threads, idle)
         if warning is not None:
-            console.print(f"[yellow]warning[/]: {warning}, or pass "
-                          f"--guest-halt-poll-ns {LINUX_DEFAULT_HALT_POLL_NS} for this run")
+            # The window is only an option under the haltpoll driver (`halt_poll_window` refuses it otherwise).
+            option = f", or pass --guest-halt-poll-ns {LINUX_DEFAULT_HALT_POLL_NS} for this run" if idle.polls else ""
+            console.print(f"[yellow]warning[/]: {warning}{option}")
         return _run(args, argv, console, idle.text())
 
 
@@ -129,7 +132,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     from ansor_bench.call_floor import floor_text, lowest, measure_call_floors
     from ansor_bench.contenders import Settings, select_contenders
     from ansor_bench.roofline import measure_roofline
-    from ansor_bench.suite import TimingPlan, rescored, run_workload
+    from ansor_bench.suite import DEFAULT_ROUNDS, TimingPlan, rescored, run_workload
     from ansor_mlir.core.fma_throughput import peak_check, reported_clock_hz
     from ansor_mlir.core.target import detect_host
     from ansor_mlir.errors import AnsorError
@@ -157,7 +160,8 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
         import iree.runtime as rt
 
         rt.flags.parse_flags(*target.runtime_flags())  # before the first device: IREE's worker count
-    plan = TimingPlan(rounds=args.rounds or (3 if args.quick else 10), min_round_s=0.02 if args.quick else 0.05)
+    plan = TimingPlan(rounds=args.rounds or (3 if args.quick else DEFAULT_ROUNDS),
+                      min_round_s=0.02 if args.quick else 0.05)
     out_dir.mkdir(parents=True, exist_ok=True)
     settings = Settings(target, args.trials, args.tvm_trials or args.trials, out_dir.resolve(), args.seed,
                         args.threads, rewrites)

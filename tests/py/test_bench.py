@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import importlib.util
 import json
 import subprocess
 import sys
@@ -11,10 +12,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ansor_bench.call_floor import CallFloor, floor_devices, floor_text, lowest
 from ansor_bench.roofline import OPERAND_REGISTERS, Roofline, fma_chains, measure_roofline
-from ansor_bench.timing import mismatch, time_alternately
+from ansor_bench.timing import mismatch, time_alternately, window_ratios
 from ansor_mlir.core.fma_throughput import fma_throughput, peak_check, reported_clock_hz
 from ansor_mlir.core.target import detect_host
 
@@ -80,6 +82,32 @@ def test_quick_run_writes_csv_json_plots_and_markdown(tmp_path):
     assert f"per-call floor: **{data['meta']['call_floor']}**" in text
     assert (doc.parent / "benchmarks" / "results.csv").exists()
     assert (doc.parent / "benchmarks" / "speedup_vs_iree_default.png").stat().st_size > 1000
+    # The run's programs re-timed beside PyTorch, ratios read off every window (`tools/timing_window_report.py`).
+    if importlib.util.find_spec("torch") is None:
+        return
+    windows = tmp_path / "windows.md"
+    cmd = [sys.executable, str(REPO / "tools" / "timing_window_report.py"), "--run", str(out), "--ops", "GMM",
+           "--seconds", "1.2", "--windows", "0.3", "--docs", str(windows)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = windows.read_text()
+    assert "| GMM(1,32,32,32) | local-sync |" in text and "0.3 s windows: min / median / max" in text
+    assert data["meta"]["command"] in text and "| C2D(" not in text  # only the op asked for
+
+
+def test_the_window_report_needs_a_finished_run(tmp_path):
+    cmd = [sys.executable, str(REPO / "tools" / "timing_window_report.py"), "--run", str(tmp_path / "none")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "pass --run a finished tools/benchmark_suite.py --out" in proc.stderr
+
+
+def test_window_ratios_read_a_comparison_of_every_length_off_one_run():
+    baseline, contender = [10.0, 10.0, 20.0, 20.0], [10.0, 10.0, 10.0, 10.0]
+    assert window_ratios(baseline, contender, 2) == [1.0, 1.5, 2.0]  # a short window lands in one phase
+    assert window_ratios(baseline, contender, 4) == [1.5]
+    with pytest.raises(ValueError, match="3 baseline rounds against 4"):
+        window_ratios(baseline[:3], contender, 2)
 
 
 def test_threads_reach_every_contender_and_the_report(tmp_path):
