@@ -10,7 +10,7 @@ not: the 2-thread AVX2 table at 9182cf3 read softmax at 0.70x PyTorch, and
 the same two programs, re-timed in twelve comparisons of that length, read
 0.65-1.15x (median 1.10x). This report takes a finished suite run (`--run`,
 its `--out`), times each op's tuned program (on the device its build runs
-on), IREE's default and PyTorch alternately for `--seconds`, and reads the
+on) and PyTorch alternately for `--seconds`, and reads the
 ratio to PyTorch off every stretch of `--windows` seconds of those rounds
 (`ansor_bench.timing.window_ratios`): the spread a comparison of that length
 would show, and how often it would land below the 0.8x bar.
@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from ansor_bench.contenders import op_args, slug  # noqa: E402
 from ansor_bench.report import git_commit, run_metadata  # noqa: E402
+from ansor_bench.threads import pin_threads  # noqa: E402
 from ansor_bench.timing import time_alternately, warm_up_s, window_ratios  # noqa: E402
 from ansor_bench.workloads import Workload, make_workload  # noqa: E402
 from ansor_mlir.errors import AnsorError  # noqa: E402
@@ -59,17 +60,17 @@ def rounds_for(seconds: float, contenders: int) -> int:
     return max(2, math.ceil(seconds / (contenders * (ROUND_S + warm_up_s(ROUND_S)))))
 
 
-def _program_call(vmfb: Path, workload: Workload, inputs: list, threads: int, device: str | None = None):
-    """A timed call of a built program, on `device` or the one its ABI says it was built for (a threaded build
-    takes fences and runs on `local-task`; a build for one thread at threads > 1 runs on `local-sync`)."""
+def _program_call(vmfb: Path, workload: Workload, inputs: list, threads: int):
+    """A timed call of a built program on the device its ABI says it was built for (a threaded build takes
+    fences and runs on `local-task`; a build for one thread at threads > 1 runs on `local-sync`)."""
     from ansor_mlir.measure.vm_call import timed_call
     from ansor_mlir.mlir.iree_module import CompiledModel
     from ansor_mlir.mlir.vm_invoke import is_async
     from ansor_mlir.tuning.device_choice import ONE_THREAD
 
     program = CompiledModel(vmfb.read_bytes(), workload.func_name, ONE_THREAD)
-    if device is None:
-        device = "local-task" if threads > 1 and is_async(program.bound()[1]) else ONE_THREAD
+    device = "local-task" if threads > 1 and is_async(program.bound()[1]) else ONE_THREAD
+    if device != ONE_THREAD:
         program = CompiledModel(vmfb.read_bytes(), workload.func_name, device)
     program(*inputs)
     return timed_call(program, inputs), device
@@ -83,12 +84,8 @@ def measure_op(run: Path, label: str, threads: int, seconds: float, windows: lis
     inputs = workload.inputs()
     vmfbs = run / "vmfb"
     tuned, device = _program_call(vmfbs / f"{slug(workload)}.ansor.vmfb", workload, inputs, threads)
-    calls = {"tuned": tuned}
-    default = vmfbs / f"{slug(workload)}.iree.vmfb"
-    if default.exists():
-        calls["iree"] = _program_call(default, workload, inputs, threads,
-                                      "local-task" if threads > 1 else "local-sync")[0]
-    calls["torch"] = torch_op(workload.name, op_args(workload), inputs, threads).call
+    # Only the two the ratio is of: IREE's default can take seconds a call (C3D's: 4 s), and every round waits for it.
+    calls = {"tuned": tuned, "torch": torch_op(workload.name, op_args(workload), inputs, threads).call}
     timings = time_alternately(calls, rounds_for(seconds, len(calls)), ROUND_S)
     torch_rounds = timings["torch"].round_medians
     row = {"workload": label, "device": device, "rounds": len(torch_rounds),
@@ -116,7 +113,7 @@ def markdown(rows: list[dict], meta: dict, windows: list[float], run_meta: dict)
         f"{meta['machine']['os']}; {meta['threads']} thread(s) for every contender.",
         f"- Programs: the suite run `{run_meta['command']}` ({run_meta['versions']['ansor-mlir']}, "
         f"{run_meta['date']}); its `.vmfb` files, re-timed here.",
-        "- Each op: the tuned program, IREE's default and PyTorch timed alternately (`ansor_bench.timing`, "
+        "- Each op: the tuned program and PyTorch timed alternately (`ansor_bench.timing`, "
         f"{int(ROUND_S * 1e3)} ms slices after a warm-up); ratios are PyTorch's time over the tuned program's. "
         "A window's ratio is the ratio of the medians of its rounds (`window_ratios`); windows slide by one "
         "round.",
@@ -158,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
               "or --seconds not above the longest window", file=sys.stderr)
         return 2
     threads = results["meta"]["threads"]
+    pin_threads(threads)  # as the suite does, before PyTorch's pools start: its C2D read 6.3 ms here without, 2.0 with
     if threads > 1:
         import iree.runtime as rt
 
