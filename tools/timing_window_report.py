@@ -155,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
               "or --seconds not above the longest window", file=sys.stderr)
         return 2
     threads = results["meta"]["threads"]
-    pin_threads(threads)  # as the suite does, before PyTorch's pools start: its C2D read 6.3 ms here without, 2.0 with
+    # As the suite does, before PyTorch's pools start. PyTorch's C2D still reads about 3x its suite time here
+    # (6.3 against 2.1 ms, Zen 3, 2 threads), with or without the pins; the cause is not found yet.
+    pin_threads(threads)
     if threads > 1:
         import iree.runtime as rt
 
