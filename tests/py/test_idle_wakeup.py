@@ -8,11 +8,17 @@ from ansor_mlir.errors import AnsorError
 from ansor_mlir.measure.idle_wakeup import IdleWakeup, halt_poll_window, read_idle_wakeup, threaded_timing_note
 
 
-def test_the_halt_poll_window_is_read_set_for_a_block_and_restored(tmp_path):
+def guest_files(tmp_path, poll: str, driver_name: str):
+    """The sysfs and cpuinfo files of a KVM guest with this halt-poll window and cpuidle driver."""
     parameter, driver, cpuinfo = tmp_path / "poll", tmp_path / "driver", tmp_path / "cpuinfo"
-    parameter.write_text("0\n")
-    driver.write_text("haltpoll\n")
+    parameter.write_text(f"{poll}\n")
+    driver.write_text(f"{driver_name}\n")
     cpuinfo.write_text("flags\t\t: fpu avx2 hypervisor lahf_lm\n")
+    return parameter, driver, cpuinfo
+
+
+def test_the_halt_poll_window_is_read_set_for_a_block_and_restored(tmp_path):
+    parameter, driver, cpuinfo = guest_files(tmp_path, "0", "haltpoll")
     idle = read_idle_wakeup(parameter, driver, cpuinfo)
     assert idle.halts_at_once and idle.text() == "VM guest, cpuidle haltpoll, guest_halt_poll_ns=0"
     with halt_poll_window(200000, parameter, driver) as old:
@@ -39,10 +45,7 @@ def test_only_threaded_tuning_on_a_guest_halting_at_once_hears_about_it():
 
 def test_without_the_haltpoll_driver_the_window_is_named_unused_and_refused(tmp_path):
     # A Firecracker guest without KVM_HINTS_REALTIME: the parameter exists, the driver is `none`, and it halts at once.
-    parameter, driver, cpuinfo = tmp_path / "poll", tmp_path / "driver", tmp_path / "cpuinfo"
-    parameter.write_text("200000\n")
-    driver.write_text("none\n")
-    cpuinfo.write_text("flags\t\t: fpu avx2 hypervisor lahf_lm\n")
+    parameter, driver, cpuinfo = guest_files(tmp_path, "200000", "none")
     idle = read_idle_wakeup(parameter, driver, cpuinfo)
     assert idle.halts_at_once and not idle.polls
     assert idle.text() == ("VM guest, cpuidle none, guest_halt_poll_ns=200000 "
