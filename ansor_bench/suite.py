@@ -57,7 +57,8 @@ class Curve:
 
 # Alternated rounds per op. On a shared 2-vCPU guest the host's phases last seconds and slow one runtime more
 # than another: 10 rounds of five contenders (about 4 s) read the same softmax programs at 0.65-1.15x PyTorch
-# from one comparison to the next; a comparison over 15 s or more stays within a few percent of its median
+# from one comparison to the next; over 15 s windows the ratios of GMM, softmax and TBS moved 0.71-0.84x
+# (about +-8% of their medians)
 # (`tools/timing_window_report.py`, `docs/timing_windows.md`).
 DEFAULT_ROUNDS = 40
 
