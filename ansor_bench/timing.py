@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ansor_mlir.measure.round_order import round_order
 from ansor_mlir.measure.vm_call import PlacedCalls
 
 
@@ -57,8 +58,8 @@ def time_alternately(
     per_round: dict[str, list[float]] = {name: [] for name in contenders}
     for fn in contenders.values():
         fn()
-    for _ in range(rounds):
-        for name, fn in contenders.items():
+    for round_index in range(rounds):
+        for name, fn in round_order(list(contenders.items()), round_index):
             if isinstance(fn, PlacedCalls):
                 fn.advance()  # the next placement of its inputs, for the whole round
             warm_until = time.perf_counter() + warm_s

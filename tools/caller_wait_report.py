@@ -46,6 +46,7 @@ from ansor_bench.report import cpu_model, git_commit  # noqa: E402
 from ansor_bench.workloads import make_workload, suite_args  # noqa: E402
 from ansor_mlir.core.target import ASYNC_EXECUTION_FLAG, detect_host  # noqa: E402
 from ansor_mlir.frontend.target_resolution import resolve_target  # noqa: E402
+from ansor_mlir.measure.round_order import round_order  # noqa: E402
 from ansor_mlir.mlir.iree_compiler import compile_vmfb  # noqa: E402
 from ansor_mlir.mlir.vm_invoke import bound_call, fenced_call  # noqa: E402
 
@@ -82,8 +83,8 @@ def load(device, vmfb: Path, function: str):
 def time_modes(calls: dict[str, Callable[[], object]], rounds: int, round_s: float) -> dict[str, ModeTimes]:
     """Alternated rounds of back-to-back calls, each after a short untimed warm-up."""
     times = {name: ModeTimes() for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
+    for round_index in range(rounds):
+        for name, call in round_order(list(calls.items()), round_index):
             warm_until = time.perf_counter() + round_s / 4
             while time.perf_counter() < warm_until:
                 call()

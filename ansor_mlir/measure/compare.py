@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ansor_mlir.measure.round_order import round_order
 from ansor_mlir.measure.vm_call import placements, prepared_calls
 from ansor_mlir.mlir.vm_invoke import call_outputs
 
@@ -84,7 +85,7 @@ def time_alternately(
     # callables on the host inputs (one).
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
     for round_index in range(rounds):
-        for name, calls in loaded.items():
+        for name, calls in round_order(list(loaded.items()), round_index):
             call = calls[round_index % len(calls)]
             deadline = time.perf_counter() + min_round_s
             while True:

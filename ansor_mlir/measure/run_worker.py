@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from ansor_mlir.measure.arrays import is_floating, save_array  # also teaches np.load the ml_dtypes types
+from ansor_mlir.measure.round_order import round_order
 from ansor_mlir.measure.vm_call import placements, prepared_calls
 from ansor_mlir.mlir.vm_invoke import call_outputs
 
@@ -143,7 +144,7 @@ def compare_modules(request: dict) -> dict:
     rotations = {name: placements(config.device, inputs) for name, config in configs.items()}
     calls = [prepared_calls(fn, rotations[name], configs[name].device) for fn, name in zip(loaded, names, strict=True)]
     for round_index in range(request["rounds"]):
-        for i, program_calls in enumerate(calls):
+        for i, program_calls in round_order(list(enumerate(calls)), round_index):
             call = program_calls[round_index % len(program_calls)]
             times = []
             deadline = time.perf_counter() + request["min_round_s"]

@@ -21,8 +21,10 @@ from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.runner import Runner
 from ansor_mlir.tuning.verification import ProgramVariant, UserProgram, judge, time_pair
 
-# The program as given must win by this much to undo the rewrites (and the tuning of the tasks they made).
-MIN_LOSS = 0.02
+# The program as given must win by this much to undo the rewrites (and the tuning of the tasks they made). The
+# same 192^3 matmul program timed against itself (two loaded copies, 15 alternated rounds, Zen 3 guest) read up
+# to 1.027x with three rounds in four going one way: 2% was within the noise.
+MIN_LOSS = 0.05
 
 
 @dataclass(frozen=True)
