@@ -26,6 +26,7 @@ every candidate lost. Resuming skips candidates already checked.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -132,18 +133,29 @@ class ProgramVariant:
     one_thread: bool = False  # built for one thread (`ProgramBuildInput.one_thread`)
 
 
+Samples = tuple[tuple[float, ...], tuple[float, ...]]
+
+
 @dataclass(frozen=True)
 class PairTiming:
-    """Two programs timed alternately: per round, each one's median (`samples`), or why they were not."""
+    """Two programs timed alternately: per comparison, per round, each one's median (`comparisons`), or why
+    they were not."""
 
-    samples: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    comparisons: tuple[Samples, ...] = ()
     failure: str = ""
+
+    @property
+    def samples(self) -> Samples | None:
+        """The first comparison's rounds (None: not timed)."""
+        return self.comparisons[0] if self.comparisons else None
 
 
 def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: ProgramVariant, seed: int = 0,
-              rounds: int = 15, devices: tuple[str, str] | tuple[()] = ()) -> PairTiming:
+              rounds: int = 15, devices: tuple[str, str] | tuple[()] = (), comparisons: int = 1,
+              gap_s: float = 0.0) -> PairTiming:
     """Build both programs (once when they are the same), run the second once to size the comparison
-    (`compare_budget`), then time them alternately on the same seeded inputs, each on its device.
+    (`compare_budget`), then time them alternately on the same seeded inputs, each on its device:
+    `comparisons` times, `gap_s` apart, so that one phase of a shared host cannot decide them all.
 
     The program-level choices made after tuning (`rewrite_check`, `device_choice`) are such pairs.
     """
@@ -164,12 +176,18 @@ def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: P
     if not run.measured.ok:
         return PairTiming(failure=f"{second.label} did not run: {run.measured.message}")
     rounds, limit = compare_budget(run.measured.median_s, 2, rounds)
-    compared = runner.submit_compare(CompareInput(programs, inputs, rounds, MIN_ROUND_S, limit, devices)).result()
-    if not compared.ok:
-        return PairTiming(failure=f"timing {first.label} and {second.label} alternately failed: {compared.message}")
-    if compared.wrong:
-        return PairTiming(failure=f"the outputs of {first.label} and {second.label} differ")
-    return PairTiming((tuple(compared.samples[0]), tuple(compared.samples[1])))
+    timed: list[Samples] = []
+    for index in range(comparisons):
+        if index:
+            time.sleep(gap_s)
+        compared = runner.submit_compare(CompareInput(programs, inputs, rounds, MIN_ROUND_S, limit, devices)).result()
+        if not compared.ok:
+            return PairTiming(failure=f"timing {first.label} and {second.label} alternately failed: "
+                                      f"{compared.message}")
+        if compared.wrong:
+            return PairTiming(failure=f"the outputs of {first.label} and {second.label} differ")
+        timed.append((tuple(compared.samples[0]), tuple(compared.samples[1])))
+    return PairTiming(tuple(timed))
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ansor_mlir.tuning.device_choice import (
     build_target,
     choose_device,
     decide,
+    majority,
 )
 from ansor_mlir.tuning.verification import MIN_ROUNDS, UserProgram
 
@@ -131,3 +132,16 @@ def test_the_threads_stay_only_when_they_win_beyond_the_noise():
     assert decide("local-task", tied, list(reversed(tied)))[0] == ONE_THREAD
     device, check = decide("local-task", [0.95 * t for t in tied], tied)
     assert device == "local-task" and not check.accepted and "faster beyond the noise" in check.reason
+
+
+def test_most_of_the_spread_comparisons_choose_the_device():
+    """One comparison inside a slow phase of the host (threads at one thread's speed) is outvoted by two outside
+    it; the note says how many comparisons chose the device."""
+    fast = ([140.0 + i % 3 for i in range(15)], [220.0 + i % 3 for i in range(15)])
+    slow = ([270.0 + i % 3 for i in range(15)], [225.0 + i % 3 for i in range(15)])
+    device, check, agreed = majority("local-task", [slow, fast, fast])
+    assert (device, agreed) == ("local-task", 2) and check.default_s == 141.0
+    choice = DeviceChoice(device, "local-task", check, agreed=(agreed, 3))
+    assert "(2 of 3 comparisons, 1 s apart)" in choice.note("sm", 2)
+    assert majority("local-task", [slow, slow, fast])[:3:2] == (ONE_THREAD, 2)
+    assert majority("local-task", [slow, fast])[0] == ONE_THREAD  # a tie keeps one thread
