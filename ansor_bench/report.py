@@ -282,7 +282,7 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
     device = "local-sync" if threads == 1 else f"local-task, {threads} workers"
     chosen = "" if threads == 1 else (
         " ansor-mlir's tuned program runs on `local-task` where it ran faster there than on one thread beyond the "
-        "noise when tuned, else on `local-sync` "
+        "noise when tuned (in most of three comparisons 1 s apart), else on `local-sync` "
         "(`ansor_mlir/tuning/device_choice.py`: IREE's task system costs tens of us per call); the tasks table "
         "says where it chose `local-sync`.")
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
@@ -307,7 +307,7 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             f"- Threads: {threads} everywhere (IREE `{device}`, `torch.set_num_threads({threads})`, "
             f"OMP/OPENBLAS/MKL/TVM_NUM_THREADS={threads}, TVM target `num-cores` {threads}).{chosen}",
             f"- Timing: all correct contenders of an op timed alternately in {b['rounds']} rounds of at least "
-            f"{b['min_round_ms']} ms each on the same inputs{warm} "
+            f"{b['min_round_ms']} ms each on the same inputs{warm}, in an order reversed every other round "
             "(`ansor_bench/timing.py`); median per call. The machine is shared and noisy: "
             "compare ratios within a row, not absolute times across runs.",
             "- Correctness: every contender's output is checked against the workload's numpy (float64) reference "
