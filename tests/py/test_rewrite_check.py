@@ -9,7 +9,7 @@ from ansor_mlir.core.target import Target, detect_host
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
-from ansor_mlir.tuning.rewrite_check import check_rewrites, decide
+from ansor_mlir.tuning.rewrite_check import check_rewrites, decide, majority
 from ansor_mlir.tuning.verification import UserProgram
 
 N = 192
@@ -49,6 +49,13 @@ def test_the_decision_needs_the_program_as_given_to_win_beyond_the_noise():
     assert decide((1.5,) * 8, (1.0,) * 8).kept
     assert decide((1.0, 1.01, 0.99, 1.0), (1.0, 0.99, 1.01, 1.0)).kept  # a tie keeps the rewrites
     assert decide((1.0, 1.0, 1.0, 2.0), (1.5, 1.5, 1.5, 1.0)).kept  # one round in four cannot carry it
+
+
+def test_one_comparison_of_three_cannot_drop_the_rewrites():
+    """A slow phase of the host in one comparison is outvoted by the two outside it."""
+    lost, won = decide((1.0,) * 8, (1.5,) * 8), decide((1.5,) * 8, (1.0,) * 8)
+    assert majority([lost, won, won]) is won
+    assert majority([lost, won, lost]) is lost
 
 
 def test_a_slower_rewritten_program_is_dropped(target: Target):
