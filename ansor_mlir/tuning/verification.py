@@ -144,11 +144,6 @@ class PairTiming:
     comparisons: tuple[Samples, ...] = ()
     failure: str = ""
 
-    @property
-    def samples(self) -> Samples | None:
-        """The first comparison's rounds (None: not timed)."""
-        return self.comparisons[0] if self.comparisons else None
-
 
 def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: ProgramVariant, seed: int = 0,
               rounds: int = 15, devices: tuple[str, str] | tuple[()] = (), comparisons: int = 1,
