@@ -8,7 +8,7 @@ and 49 us on `local-task`, the tuned 128^3 matmul 19 against 23 us. So the
 tuned program is timed on both devices, alternately, and the threads are
 kept only when they pay: when the threaded program is faster beyond the
 noise (`verification.judge`: it wins at least three rounds in four) in most
-of three comparisons a second apart (`COMPARISONS`).
+of three comparisons a second apart (`verification.SPREAD_COMPARISONS`).
 Otherwise the program runs on one thread, as PyTorch runs an op below its
 grain size inline: as fast, and it leaves the other cores to the user. The
 choice is a runtime flag (`--device=local-sync`).
@@ -42,16 +42,16 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.database.records import ProgramCheck
 from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.runner import Runner
-from ansor_mlir.tuning.verification import ProgramVariant, UserProgram, judge, time_pair
+from ansor_mlir.tuning.verification import (
+    SPREAD_GAP_S,
+    ProgramVariant,
+    UserProgram,
+    judge,
+    majority_verdict,
+    time_pair,
+)
 
 ONE_THREAD = "local-sync"
-# The comparison is made this many times, this far apart, and the majority decides: on the 2-vCPU Zen 3 guest
-# the host has phases of 1-4 s in which `local-task`'s workers run at one thread's speed, and one 15-round
-# comparison (about 1.5 s) can sit inside one. The 2-thread table at eb39bf5 put softmax on one thread (233 us,
-# 0.72x PyTorch); seven later comparisons of the same programs all kept `local-task` (121-176 us against
-# 186-226 us on one thread).
-COMPARISONS = 3
-COMPARISON_GAP_S = 1.0
 # The threaded program must win by this much (median paired speedup, beside `judge`'s lower quartile above 1).
 THREADS_GAIN = 0.0
 
@@ -66,7 +66,7 @@ class DeviceChoice:
     reason: str = ""
     # Whether the one-thread side was timed with the one-thread search's choices (else the threaded ones').
     one_thread_choices: bool = False
-    # (chose it, comparisons): how many of the spread comparisons chose `device` (`COMPARISONS`).
+    # (chose it, comparisons): how many of the spread comparisons chose `device` (`SPREAD_COMPARISONS`).
     agreed: tuple[int, int] = (1, 1)
 
     @property
@@ -80,7 +80,7 @@ class DeviceChoice:
             return f"{name}: runs on {self.device} ({self.reason})"
         which = " with the one-thread search's choices" if self.one_thread_choices else ""
         chose, made = self.agreed
-        votes = f" ({chose} of {made} comparisons, {COMPARISON_GAP_S:g} s apart)" if made > 1 else ""
+        votes = f" ({chose} of {made} comparisons, {SPREAD_GAP_S:g} s apart)" if made > 1 else ""
         times = (f"{self.check.tuned_s * 1e6:.1f} us on {ONE_THREAD}{which} against "
                  f"{self.check.default_s * 1e6:.1f} us on {self.threaded} with {threads} workers{votes}")
         if self.device == ONE_THREAD:
@@ -120,7 +120,7 @@ def choose_device(target: Target, builder: Builder, runner: Runner, program: Use
     which = "" if one_thread is None else " with the one-thread search's choices"
     timing = time_pair(builder, runner, ProgramVariant(f"the tuned program on {threaded}", program, spec),
                        ProgramVariant(f"the tuned program on {ONE_THREAD}{which}", program, alone, one_thread=True),
-                       seed, rounds, (threaded, ONE_THREAD), COMPARISONS, COMPARISON_GAP_S)
+                       seed, rounds, (threaded, ONE_THREAD))
     if not timing.comparisons:
         return DeviceChoice(threaded, threaded, reason=timing.failure)
     device, check, agreed = majority(threaded, timing.comparisons)
@@ -132,11 +132,9 @@ def majority(threaded: str, comparisons: Sequence[tuple[Sequence[float], Sequenc
              ) -> tuple[str, ProgramCheck, int]:
     """(device, check, agreed) decided by most of several comparisons (`decide` each; a tie keeps one thread):
     the check of the first comparison that chose the device, and how many did."""
-    verdicts = [decide(threaded, *samples) for samples in comparisons]
-    votes = sum(device == threaded for device, _ in verdicts)
-    device = threaded if 2 * votes > len(verdicts) else ONE_THREAD
-    check = next(c for d, c in verdicts if d == device)
-    return device, check, votes if device == threaded else len(verdicts) - votes
+    (device, check), agreed = majority_verdict([decide(threaded, *samples) for samples in comparisons],
+                                               lambda verdict: verdict[0] == threaded)
+    return device, check, agreed
 
 
 def decide(threaded: str, threaded_s: Sequence[float], one_thread_s: Sequence[float]) -> tuple[str, ProgramCheck]:

@@ -19,17 +19,12 @@ from dataclasses import dataclass
 from ansor_mlir.database.records import ProgramCheck
 from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.runner import Runner
-from ansor_mlir.tuning.verification import ProgramVariant, UserProgram, judge, time_pair
+from ansor_mlir.tuning.verification import ProgramVariant, UserProgram, judge, majority_verdict, time_pair
 
 # The program as given must win by this much to undo the rewrites (and the tuning of the tasks they made). The
 # same 192^3 matmul program timed against itself (two loaded copies, 15 alternated rounds, Zen 3 guest) read up
 # to 1.027x with three rounds in four going one way: 2% was within the noise.
 MIN_LOSS = 0.05
-# Made this many times, this far apart; the rewrites are dropped only when most comparisons drop them. One
-# comparison (about 1.5 s) can sit inside one of a shared host's slow phases: the 2-thread table at 33ec569
-# dropped softmax's `shared-subexpressions` on one (the tuned program read 325 us; it runs 121-176 us).
-COMPARISONS = 3
-COMPARISON_GAP_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -67,8 +62,7 @@ def check_rewrites(builder: Builder, runner: Runner, given: UserProgram, rewritt
     """Build the program as given (IREE's default) and the rewritten one with `spec` (the log's best), time them
     alternately on the same inputs, and keep the rewrites unless the program as given wins."""
     timing = time_pair(builder, runner, ProgramVariant("the program as given", given),
-                       ProgramVariant("the tuned program", rewritten, spec), seed, rounds,
-                       comparisons=COMPARISONS, gap_s=COMPARISON_GAP_S)
+                       ProgramVariant("the tuned program", rewritten, spec), seed, rounds)
     if not timing.comparisons:
         return RewriteCheck(kept=True, reason=timing.failure)
     return majority([decide(*samples) for samples in timing.comparisons])
@@ -76,6 +70,4 @@ def check_rewrites(builder: Builder, runner: Runner, given: UserProgram, rewritt
 
 def majority(checks: list[RewriteCheck]) -> RewriteCheck:
     """The rewrites are dropped only when most comparisons drop them: the first check that agrees with most."""
-    dropped = sum(not c.kept for c in checks)
-    kept = 2 * dropped <= len(checks)
-    return next(c for c in checks if c.kept == kept)
+    return majority_verdict(checks, lambda check: not check.kept)[0]

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.codegen.tuning_spec import render_spec
@@ -52,6 +53,14 @@ MIN_GAIN = 0.01
 CHECK_BUDGET_S = 60.0
 MIN_ROUNDS = 5
 MIN_ROUND_S = 0.05
+# The program-level choices after tuning (`rewrite_check`, `device_choice`) time their pair this many times, this
+# far apart, and most comparisons decide (`majority_verdict`): on the 2-vCPU Zen 3 guest the host has phases of
+# 1-4 s in which `local-task`'s workers run at one thread's speed, and one 15-round comparison (about 1.5 s) can
+# sit inside one. The 2-thread table at eb39bf5 put softmax on one thread (233 us, 0.72x PyTorch; seven later
+# comparisons of the same programs all kept `local-task`: 121-176 us against 186-226 us on one thread), and the
+# one at 33ec569 dropped its `shared-subexpressions` rewrite (the tuned program read 325 us).
+SPREAD_COMPARISONS = 3
+SPREAD_GAP_S = 1.0
 # A task gain at least this large that the whole program turns into a ratio at most this low is no noise: the
 # program's build (the tuning spec on the program's source) differs from the flow-level build the candidate was
 # measured as. A fused pad's unit batch dimension, kept only in the program's dispatch, made one DEP strategy
@@ -134,6 +143,7 @@ class ProgramVariant:
 
 
 Samples = tuple[tuple[float, ...], tuple[float, ...]]
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -146,8 +156,8 @@ class PairTiming:
 
 
 def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: ProgramVariant, seed: int = 0,
-              rounds: int = 15, devices: tuple[str, str] | tuple[()] = (), comparisons: int = 1,
-              gap_s: float = 0.0) -> PairTiming:
+              rounds: int = 15, devices: tuple[str, str] | tuple[()] = (), comparisons: int = SPREAD_COMPARISONS,
+              gap_s: float = SPREAD_GAP_S) -> PairTiming:
     """Build both programs (once when they are the same), run the second once to size the comparison
     (`compare_budget`), then time them alternately on the same seeded inputs, each on its device:
     `comparisons` times, `gap_s` apart, so that one phase of a shared host cannot decide them all.
@@ -183,6 +193,15 @@ def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: P
             return PairTiming(failure=f"the outputs of {first.label} and {second.label} differ")
         timed.append((tuple(compared.samples[0]), tuple(compared.samples[1])))
     return PairTiming(tuple(timed))
+
+
+def majority_verdict(verdicts: Sequence[V], overturns: Callable[[V], bool]) -> tuple[V, int]:
+    """The first verdict that agrees with most of them, and how many agree: what stands (a tie included) unless
+    more than half of the comparisons `overturn` it."""
+    overturned = sum(1 for v in verdicts if overturns(v))
+    outcome = 2 * overturned > len(verdicts)
+    return (next(v for v in verdicts if overturns(v) == outcome),
+            overturned if outcome else len(verdicts) - overturned)
 
 
 @dataclass
