@@ -103,6 +103,8 @@ FOLD_UNIT_DIMS_PASS = "iree-dispatch-creation-fold-unit-extent-dims-for-func"
 # vectorizes only as a 1-D convolution: it becomes a generic first, which the vectorizer takes once its unit
 # window loops fold away (a decomposed sketch specializes it back).
 GENERIC_OPS = ("linalg.generic", "linalg.fill")
+# Levels the root is not tiled at by its own loops: the workgroups (tiled from the last op) and the vector shape.
+NOT_ROOT_LEVELS = ("distribution", "vector_inner_parallel")
 # Knob options, as the transform dialect spells them, to the bindings' enums.
 CONTRACTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorContractLowering}
 REDUCTION_LOWERINGS = {e.name.lower(): e for e in vector.VectorMultiReductionLowering}
@@ -304,8 +306,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
 
     # 2. Consumers fused into the root's register tiles, or tiled on their own.
     inner = dag.consumers and tiles.choice(FUSION) == "inner"
-    parallel_levels = [lv for lv in sketch.levels if LEVEL_KIND[lv] == SPATIAL and lv != "distribution"
-                       and lv != "vector_inner_parallel"]
+    parallel_levels = [lv for lv in sketch.levels if LEVEL_KIND[lv] == SPATIAL and lv not in NOT_ROOT_LEVELS]
     extras = tiles.consumer_tiles
     if inner:
         for level in parallel_levels:
@@ -326,7 +327,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
                 handles = [s.merge([part[i] for part in found]) for i in range(len(ops))]
         root_levels = [lv for lv in sketch.levels if LEVEL_KIND[lv] == REDUCTION]
     else:
-        root_levels = [lv for lv in sketch.levels if lv != "distribution" and lv != "vector_inner_parallel"]
+        root_levels = [lv for lv in sketch.levels if lv not in NOT_ROOT_LEVELS]
 
     # 3. The root: cache and register levels, or the rfactor split. A padded root is padded along its
     # parallel loops before its reduction loops are tiled (the accumulator tile is padded once, outside
@@ -570,7 +571,7 @@ def _parallel_tiles_first(sketch: Sketch, tiles: Resolved) -> bool:
     is cut inside a reduction loop. A packed root's deferred row tiles are cut at the register level."""
     kinds = []
     for level in sketch.levels:
-        if level in ("distribution", "vector_inner_parallel"):
+        if level in NOT_ROOT_LEVELS:
             continue
         cut = any(tiles.per_level.get(level, ()))
         if level == "vector_common_parallel" and sketch.has(Pack):
