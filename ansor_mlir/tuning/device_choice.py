@@ -6,9 +6,10 @@ microseconds per call on a small VM (waking the workers, the caller's wait):
 on the 2-core Zen 5 guest the tuned 256x256 norm took 5 us on `local-sync`
 and 49 us on `local-task`, the tuned 128^3 matmul 19 against 23 us. So the
 tuned program is timed on both devices, alternately, and the threads are
-kept only when they pay: when the threaded program is faster beyond the
-noise (`verification.judge`: it wins at least three rounds in four) in most
-of three comparisons a second apart (`verification.SPREAD_COMPARISONS`).
+kept only when they pay: when the threaded program is faster by
+`THREADS_GAIN` both in the median round and over all rounds together (the
+time a user pays on average) in most of three comparisons a second apart
+(`verification.SPREAD_COMPARISONS`).
 Otherwise the program runs on one thread, as PyTorch runs an op below its
 grain size inline: as fast, and it leaves the other cores to the user. The
 choice is a runtime flag (`--device=local-sync`).
@@ -35,6 +36,7 @@ search's best, so comparing the threaded program on both devices kept it on
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -52,8 +54,8 @@ from ansor_mlir.tuning.verification import (
 )
 
 ONE_THREAD = "local-sync"
-# The threaded program must win by this much (median paired speedup, beside `judge`'s lower quartile above 1).
-THREADS_GAIN = 0.0
+# The threaded program must win by this much, in the median paired speedup and in the ratio of total times.
+THREADS_GAIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,20 @@ def majority(threaded: str, comparisons: Sequence[tuple[Sequence[float], Sequenc
     return device, check, agreed
 
 
+def threads_speedups(threaded_s: Sequence[float], one_thread_s: Sequence[float]) -> tuple[float, float]:
+    """(median paired speedup, speedup of the total times) of the threads over one thread in alternated rounds."""
+    paired = statistics.median(o / t for o, t in zip(one_thread_s, threaded_s, strict=True))
+    return paired, sum(one_thread_s) / sum(threaded_s)
+
+
 def decide(threaded: str, threaded_s: Sequence[float], one_thread_s: Sequence[float]) -> tuple[str, ProgramCheck]:
-    """(device, check) from alternated rounds: one thread unless the `threaded` device's program wins beyond
-    the noise. The check reads as speedups of one thread over the threads, accepted where one runs."""
-    threads_pay = judge(one_thread_s, threaded_s, THREADS_GAIN)
+    """(device, check) from alternated rounds: one thread unless the `threaded` device's program is faster by
+    `THREADS_GAIN` in the median round and in total. The check reads as speedups of one thread over the
+    threads, accepted where one runs."""
+    paired, total = threads_speedups(threaded_s, one_thread_s)
+    threads_pay = min(paired, total) >= 1.0 + THREADS_GAIN
     check = judge(threaded_s, one_thread_s, 0.0)
-    reason = ("" if not threads_pay.accepted else
-              f"{threaded} is faster beyond the noise (speedup {1 / check.ratio:.3f} over one thread)")
-    check = replace(check, accepted=not threads_pay.accepted, reason=reason)
-    return (threaded if threads_pay.accepted else ONE_THREAD), check
+    reason = ("" if not threads_pay else
+              f"{threaded} is faster (speedup {paired:.3f} in the median round, {total:.3f} in total)")
+    check = replace(check, accepted=not threads_pay, reason=reason)
+    return (threaded if threads_pay else ONE_THREAD), check
