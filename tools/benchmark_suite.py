@@ -196,8 +196,9 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     command = "python tools/benchmark_suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     meta = rep.run_metadata(command, budgets, REPO, args.threads)
     meta["machine"]["idle_wakeup"] = idle_text
-    meta["peak_check"] = peak_check(resolve_target(target).resolved_cpu, roofline.peak_flops / args.threads,
-                                    reported_clock_hz())
+    resolved = resolve_target(target)
+    meta["peak_check"] = peak_check(resolved.resolved_cpu, roofline.peak_flops / args.threads,
+                                    reported_clock_hz(), resolved.cpu_features)
     meta["call_floor"] = floor_text(floors)
     report = rep.BenchReport(meta, roofline,
                              [c.name for c in contenders], [w.label for w in workloads], cells, curves)

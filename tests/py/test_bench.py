@@ -150,6 +150,10 @@ def test_two_cores_have_twice_one_cores_peak_and_the_same_bandwidth():
 def test_a_measured_peak_is_checked_against_the_documented_fma_throughput(tmp_path):
     assert fma_throughput("znver3").f32_flops_per_cycle == 32
     assert fma_throughput("sapphirerapids").f32_flops_per_cycle == 64
+    # A KVM guest on a Granite Rapids Xeon: LLVM names its reported model `rocketlake`, its features say server.
+    assert fma_throughput("rocketlake").f32_flops_per_cycle == 32
+    assert fma_throughput("rocketlake", ("avx512f", "amx-tile")).f32_flops_per_cycle == 64
+    assert "AMX" in peak_check("rocketlake", 2e11, 2.2e9, ("amx-tile",))
     text = peak_check("znver4", 1.1e11, 3.0e9)
     assert "32 f32 FLOP/cycle" in text and "3.44 GHz" in text and "96.0 GFLOP/s" in text and "= 1.15" in text
     assert "unchecked" in peak_check("some-new-cpu", 1e11, None)
