@@ -65,13 +65,12 @@ def _program_call(vmfb: Path, workload: Workload, inputs: list, threads: int):
     fences and runs on `local-task`; a build for one thread at threads > 1 runs on `local-sync`)."""
     from ansor_mlir.measure.vm_call import timed_call
     from ansor_mlir.mlir.iree_module import CompiledModel
-    from ansor_mlir.mlir.vm_invoke import is_async
+    from ansor_mlir.mlir.vm_invoke import module_is_async
     from ansor_mlir.tuning.device_choice import ONE_THREAD
 
-    program = CompiledModel(vmfb.read_bytes(), workload.func_name, ONE_THREAD)
-    device = "local-task" if threads > 1 and is_async(program.bound()[1]) else ONE_THREAD
-    if device != ONE_THREAD:
-        program = CompiledModel(vmfb.read_bytes(), workload.func_name, device)
+    built = vmfb.read_bytes()
+    device = "local-task" if threads > 1 and module_is_async(built, workload.func_name) else ONE_THREAD
+    program = CompiledModel(built, workload.func_name, device)
     program(*inputs)
     return timed_call(program, inputs), device
 

@@ -24,6 +24,17 @@ def is_async(fn) -> bool:
     return fn.vm_function.reflection.get("iree.abi.model") == ASYNC_ABI
 
 
+def module_is_async(vmfb: bytes, function: str) -> bool:
+    """Whether `function` of a compiled module takes fences, read from the module alone: no device is made, so a
+    caller can pick the device the program runs on before loading it."""
+    import iree.runtime as rt
+
+    instance = rt.VmInstance()  # held while the module lives: a module outliving its instance crashes
+    module = rt.VmModule.copy_buffer(instance, vmfb)
+    found = module.lookup_function(function)
+    return found is not None and found.reflection.get("iree.abi.model") == ASYNC_ABI
+
+
 def bound_call(fn, args: Sequence, device=None) -> Callable[[], object]:
     """A zero-argument call of `fn` (an `iree.runtime` bound function) on device arrays `args`, returning its
     results list; an asynchronous function is waited for (`await_fence`) on `device` (default: the first

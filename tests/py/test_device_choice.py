@@ -20,7 +20,7 @@ from ansor_mlir.measure.inputs import encode_array, make_arrays
 from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import CompareInput
-from ansor_mlir.mlir.vm_invoke import is_async
+from ansor_mlir.mlir.vm_invoke import is_async, module_is_async
 from ansor_mlir.tuning.device_choice import (
     ONE_THREAD,
     DeviceChoice,
@@ -83,6 +83,8 @@ def test_compile_runs_on_the_device_asked_for(two_threads: Target):
     np.testing.assert_allclose(model(a, b, bias), np.maximum(a @ b + bias, 0))
     threaded = api.compile(module, two_threads)
     assert threaded.device == "local-task" and is_async(threaded.bound()[1])
+    # The ABI read from the module alone, before a device is chosen (tools/timing_window_report.py).
+    assert module_is_async(threaded.vmfb, threaded.function) and not module_is_async(model.vmfb, model.function)
     assert build_target(two_threads, ONE_THREAD).threads == 1 and build_target(two_threads, "local-task") == two_threads
     assert ASYNC_EXECUTION_FLAG not in build_target(two_threads, ONE_THREAD).compile_flags()
     with pytest.raises(AnsorError, match=r"compile: invalid device='local-gpu': expected local-task or local-sync"):
