@@ -22,7 +22,7 @@ from typing import Any
 from iree.compiler import ir
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
-from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec, unmatchable
+from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec, spec_coverage, unmatchable
 from ansor_mlir.core.schedule import Family, Sketch
 from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
@@ -486,16 +486,30 @@ def _with_best(text: str, name: str, log: str | Path, tgt: Target) -> str:
     validate_input(text, name)
     best = _best_for_target(log, tgt)
     flow = compile_to_phase(text, tgt.compile_flags(), "flow", name)
-    configs = {
-        key: (record.root_index, record.config)
-        for key, record in best.items()
-        if not record.is_default and record.family is not Family.TRANSFORM
-    }
-    strategies = best_strategies(_extract_tasks(text, tgt, name), best, tgt) if any(
-        r.family is Family.TRANSFORM for r in best.values()
-    ) else {}
+    tasks = _extract_tasks(text, tgt, name)
+    chosen = as_the_spec_applies(tasks, {key: r for key, r in best.items() if not r.is_default})
+    configs = {task.key: (task.root_index, record.config) for task, record in chosen
+               if record.family is not Family.TRANSFORM}
+    strategies = best_strategies([task for task, _ in chosen], {t.key: r for t, r in chosen}, tgt)
     tuned, _ = attach_configs(flow, configs, name, strategies)
     return BUILD_HINT + tuned
+
+
+def as_the_spec_applies(tasks: Sequence[Task], tuned: dict[str, Record]) -> list[tuple[Task, Record]]:
+    """(task, record) for each task the log's tuning spec configures, with the record it applies: the first
+    entry whose matcher matches the task's root op (`spec_coverage`), which may be another task's. The
+    whole-program checks timed the program built with that spec; a task the spec cannot match keeps its own."""
+    by_key = {task.key: task for task in tasks}
+    own = [by_key[key] for key in tuned if key in by_key]
+    matchable = [task for task in own if unmatchable(task) is None]
+    coverage = spec_coverage(tasks, [t for t in matchable if tuned[t.key].family is not Family.TRANSFORM],
+                             [t for t in matchable if tuned[t.key].family is Family.TRANSFORM])
+    chosen = []
+    for task in tasks:
+        source = coverage.get(task.key, task.key if task in own else None)
+        if source is not None:
+            chosen.append((task, tuned[source]))
+    return chosen
 
 
 def best_strategies(

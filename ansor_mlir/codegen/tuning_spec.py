@@ -17,6 +17,7 @@ point that pairs them with `transform.foreach_match`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from iree.compiler import ir
@@ -173,6 +174,49 @@ def match_root(handle: ir.Value, root: ir.Operation) -> None:
     transform.YieldOp([], ip=ir.InsertionPoint(body))
 
 
+def root_signature(task: Task, whole_dispatch: bool = False) -> str:
+    """The task's root op as its matcher compares it (`match_root`): its generic form with value names replaced
+    by their order of first use, so tasks with one signature are one matcher to IREE. With `whole_dispatch` (a
+    strategy's matcher), the consumers `match_dispatch_tail` checks too."""
+    module = parse_module(task.func_text, f"task {task.name}", new_context())
+    root = compute_ops(ops_of(module.body)[0])[task.root_index]
+    names: dict[str, str] = {}
+    text = re.sub(r"%[\w.$-]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"),
+                  root.get_asm(print_generic_op_form=True, use_local_scope=True))
+    return text + (repr(_consumer_chain(task)) if whole_dispatch else "")
+
+
+def spec_order(entries: Sequence[tuple[Task, IreeConfig]], strategies: Sequence[tuple[Task, str, str]] = (),
+               ) -> tuple[list[tuple[Task, IreeConfig]], list[tuple[Task, str, str]]]:
+    """The order a spec tries its matchers in: configurations, then strategies, each by task key. Every spec
+    of the same choices is one text, whoever builds it (`render_spec`, `spec_coverage`)."""
+    return sorted(entries, key=lambda e: e[0].key), sorted(strategies, key=lambda e: e[0].key)
+
+
+def spec_coverage(tasks: Sequence[Task], configured: Sequence[Task], with_strategy: Sequence[Task] = (),
+                  ) -> dict[str, str]:
+    """Which entry of a spec configures each task's dispatch: task key -> the key of the entry's task.
+
+    `transform.foreach_match` gives each op the first matcher that succeeds on
+    it, so an entry also configures every other task whose root op it
+    matches: the four phases of a decomposed transposed convolution are four
+    dispatches with one root op, and the whole-program check timed one
+    phase's entry on all four. Attaching configurations to the flow-level
+    module (`attach_configs`) builds the same program only when it follows
+    this.
+    """
+    order = [(t, False) for t in sorted(configured, key=lambda t: t.key)]
+    order += [(t, True) for t in sorted(with_strategy, key=lambda t: t.key)]
+    signatures = [(t.key, whole, root_signature(t, whole)) for t, whole in order]
+    coverage = {}
+    for task in tasks:
+        mine = {whole: root_signature(task, whole) for whole in (False, True)}
+        first = next((key for key, whole, sig in signatures if sig == mine[whole]), None)
+        if first is not None:
+            coverage[task.key] = first
+    return coverage
+
+
 def render_spec(
     entries: Sequence[tuple[Task, IreeConfig]], strategies: Sequence[tuple[Task, str, str]] = ()
 ) -> str:
@@ -190,8 +234,10 @@ def render_spec(
     without the unit batch dimension IREE inserts later) and crashed IREE.
     `iree-compile --iree-codegen-tuning-spec-path=SPEC` alone builds the
     tuned program (with `--mlir-disable-threading` against an IREE 3.13 hang,
-    `mlir.iree_compiler.tuning_spec_flags`). Deterministic text.
+    `mlir.iree_compiler.tuning_spec_flags`). Deterministic text, its matchers
+    in `spec_order` whatever the order given.
     """
+    entries, strategies = spec_order(entries, strategies)
     with shared_context() as ctx, ir.Location.unknown():
         parsed = transform_library([text for _, _, text in strategies], "strategies", ctx)
         spec = _library("ansor_tuning_spec")
