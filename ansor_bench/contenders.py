@@ -182,8 +182,12 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
         return f"{value:.2f}x" if value else "-"
 
     # The log's speedup (each task timed alone) beside the program's (whole-program verification).
-    checks = "; ".join(f"{r.task.name.split('_dispatch')[-1] or r.task.name}: log {x(r.speedup)}, program "
+    def short(task) -> str:
+        return task.name.split("_dispatch")[-1] or task.name
+
+    checks = "; ".join(f"{short(r.task)}: log {x(r.speedup)}, program "
                        f"{x(r.program_speedup)}{' (fell back to IREE default)' if r.fell_back else ''}"
+                       f"{f' (configured as {short(r.configured_by)}: same root op)' if r.configured_by else ''}"
                        for r in result.tasks)
     # At threads > 1 the tuned program runs on the device it ran fastest on (`tuning.device_choice`).
     device = "" if result.device == settings.target.runtime_device() else f"; runs on {result.device}"

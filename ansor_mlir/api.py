@@ -22,7 +22,7 @@ from typing import Any
 from iree.compiler import ir
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
-from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec, spec_coverage, unmatchable
+from ansor_mlir.codegen.tuning_spec import attach_configs, render_library, render_spec, spec_sources, unmatchable
 from ansor_mlir.core.schedule import Family, Sketch
 from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
@@ -497,19 +497,11 @@ def _with_best(text: str, name: str, log: str | Path, tgt: Target) -> str:
 
 def as_the_spec_applies(tasks: Sequence[Task], tuned: dict[str, Record]) -> list[tuple[Task, Record]]:
     """(task, record) for each task the log's tuning spec configures, with the record it applies: the first
-    entry whose matcher matches the task's root op (`spec_coverage`), which may be another task's. The
-    whole-program checks timed the program built with that spec; a task the spec cannot match keeps its own."""
-    by_key = {task.key: task for task in tasks}
-    own = [by_key[key] for key in tuned if key in by_key]
-    matchable = [task for task in own if unmatchable(task) is None]
-    coverage = spec_coverage(tasks, [t for t in matchable if tuned[t.key].family is not Family.TRANSFORM],
-                             [t for t in matchable if tuned[t.key].family is Family.TRANSFORM])
-    chosen = []
-    for task in tasks:
-        source = coverage.get(task.key, task.key if task in own else None)
-        if source is not None:
-            chosen.append((task, tuned[source]))
-    return chosen
+    entry whose matcher matches the task's root op (`spec_sources`), which may be another task's. The
+    whole-program checks timed the program built with that spec."""
+    sources = spec_sources(tasks, {k for k, r in tuned.items() if r.family is not Family.TRANSFORM},
+                           {k for k, r in tuned.items() if r.family is Family.TRANSFORM})
+    return [(task, tuned[sources[task.key]]) for task in tasks if task.key in sources]
 
 
 def best_strategies(

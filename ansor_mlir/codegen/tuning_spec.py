@@ -17,7 +17,6 @@ point that pairs them with `transform.foreach_match`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 from iree.compiler import ir
@@ -174,16 +173,31 @@ def match_root(handle: ir.Value, root: ir.Operation) -> None:
     transform.YieldOp([], ip=ir.InsertionPoint(body))
 
 
-def root_signature(task: Task, whole_dispatch: bool = False) -> str:
-    """The task's root op as its matcher compares it (`match_root`): its generic form with value names replaced
-    by their order of first use, so tasks with one signature are one matcher to IREE. With `whole_dispatch` (a
-    strategy's matcher), the consumers `match_dispatch_tail` checks too."""
+def root_signature(task: Task, whole_dispatch: bool = False) -> tuple:
+    """The task's root op as its matcher compares it (`match_root`): op names, attributes, types and the body,
+    with each value by its order of first use, so tasks with one signature are one matcher to IREE. With
+    `whole_dispatch` (a strategy's matcher), the consumers `match_dispatch_tail` checks too."""
     module = parse_module(task.func_text, f"task {task.name}", new_context())
     root = compute_ops(ops_of(module.body)[0])[task.root_index]
-    names: dict[str, str] = {}
-    text = re.sub(r"%[\w.$-]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"),
-                  root.get_asm(print_generic_op_form=True, use_local_scope=True))
-    return text + (repr(_consumer_chain(task)) if whole_dispatch else "")
+    values: list[ir.Value] = []
+
+    def number(value: ir.Value) -> int:
+        if value not in values:
+            values.append(value)
+        return values.index(value)
+
+    def structure(op: ir.Operation) -> tuple:
+        op = op.operation
+        attributes = op.attributes
+        named = sorted((attributes[i].name, str(attributes[i].attr)) for i in range(len(attributes)))
+        operands = tuple(number(v) for v in op.operands)
+        blocks = tuple((tuple((number(a), str(a.type)) for a in block.arguments),
+                        tuple(structure(inner) for inner in block.operations))
+                       for region in op.regions for block in region.blocks)
+        return (op.name, tuple(named), operands,
+                tuple(str(v.type) for v in op.operands), tuple((number(r), str(r.type)) for r in op.results), blocks)
+
+    return structure(root) + ((tuple(_consumer_chain(task)),) if whole_dispatch else ())
 
 
 def spec_order(entries: Sequence[tuple[Task, IreeConfig]], strategies: Sequence[tuple[Task, str, str]] = (),
@@ -215,6 +229,17 @@ def spec_coverage(tasks: Sequence[Task], configured: Sequence[Task], with_strate
         if first is not None:
             coverage[task.key] = first
     return coverage
+
+
+def spec_sources(tasks: Sequence[Task], configured: set[str], with_strategy: set[str]) -> dict[str, str]:
+    """Task key -> the key of the task whose choice its dispatch gets from a spec with an entry for each task in
+    `configured` (a configuration) and `with_strategy` (a strategy): its own or another's (`spec_coverage`). A
+    task the spec cannot match (`unmatchable`) keeps its own: attached to its dispatch, it is built all the same."""
+    own = [task for task in tasks if task.key in configured | with_strategy]
+    matchable = [task for task in own if unmatchable(task) is None]
+    sources = {task.key: task.key for task in own}
+    return sources | spec_coverage(tasks, [t for t in matchable if t.key in configured],
+                                   [t for t in matchable if t.key in with_strategy])
 
 
 def render_spec(

@@ -125,6 +125,8 @@ def results_table(results: Sequence[TaskResult]) -> Table:
 def applied(result: TaskResult) -> str:
     """What the tuned program uses for the task, and why."""
     best = result.applied_record or result.best_record
+    if result.configured_by is not None:
+        return f"{result.configured_by.name}'s choice (same root op: its spec entry matches this dispatch)"
     if result.fell_back:
         return f"IREE default ({result.verified} checked, none faster in the program)"
     if best is None or best.is_default:

@@ -31,8 +31,10 @@ class TaskResult:
     verified: int = 0
     program_speedup: float | None = None
     fell_back: bool = False
-    # The record the tuned program applies, once verification decided it.
+    # The record the tuned program applies, once verification decided it, and the task whose tuning-spec entry
+    # configures this task's dispatch where that is another's (its root op matches; None: its own entry).
     applied_record: Record | None = None
+    configured_by: Task | None = None
     # The best time after each trial, in the order measured (inf before the first success): what the
     # task scheduler reads, and what a resumed run rebuilds from the log.
     best_history: list[float] = field(default_factory=list)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
-from ansor_mlir.codegen.tuning_spec import render_spec
+from ansor_mlir.codegen.tuning_spec import render_spec, spec_sources
 from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.core.schedule import Family
 from ansor_mlir.core.target import Target
@@ -462,6 +462,22 @@ def summarize(results: list[TaskResult], records: list[Record], target: Target) 
         result.applied_record = chosen
         result.program_speedup = chosen.program.ratio if chosen is not None and chosen.program else None
         result.fell_back = bool(checks) and chosen is not None and chosen.program is None
+    configure_alike(results)
+
+
+def configure_alike(results: list[TaskResult]) -> None:
+    """Name the task whose tuning-spec entry configures each task's dispatch where it is another's
+    (`spec_sources`): such a task neither falls back nor applies its own choice."""
+    tuned = {r.task.key: r.applied_record for r in results
+             if r.applied_record is not None and not r.applied_record.is_default}
+    sources = spec_sources([r.task for r in results], {k for k, c in tuned.items() if c.family is not Family.TRANSFORM},
+                           {k for k, c in tuned.items() if c.family is Family.TRANSFORM})
+    tasks = {r.task.key: r.task for r in results}
+    for result in results:
+        source = sources.get(result.task.key, result.task.key)
+        if source != result.task.key:
+            result.configured_by, result.fell_back = tasks[source], False
+            result.applied_record, result.program_speedup = tuned[source], None
 
 
 def whole_program_note(check: ProgramCheck) -> str:

@@ -143,6 +143,9 @@ def test_one_phases_tuned_entry_configures_every_phase_it_matches():
     from ansor_mlir.codegen.tuning_spec import root_signature, spec_coverage, spec_order
     from ansor_mlir.core.schedule import Family
     from ansor_mlir.frontend.task_extraction import extract_tasks
+    from ansor_mlir.tuning.progress import applied
+    from ansor_mlir.tuning.task_result import TaskResult
+    from ansor_mlir.tuning.verification import configure_alike
 
     program = rewrite_program(make_workload("T2D", (1, 4, 4, 64, 32, 4, 2, 1)).mlir, [NAME], "T2D").text
     tasks = extract_tasks(program, pinned_target(AVX512_CPU), "T2D")
@@ -153,6 +156,11 @@ def test_one_phases_tuned_entry_configures_every_phase_it_matches():
     assert spec_coverage(tasks, [last]) == {t.key: last.key for t in phases}
     assert spec_coverage(tasks, [last, first]) == {t.key: first.key for t in phases}  # the spec's order: by key
     assert spec_order([(last, "b"), (first, "a")])[0] == [(first, "a"), (last, "b")]
-    record = SimpleNamespace(family=Family.PIPELINE)
+    record = SimpleNamespace(family=Family.PIPELINE, is_default=False)
     chosen = as_the_spec_applies(tasks, {last.key: record})
     assert [t.key for t, r in chosen if r is record] == [t.key for t in tasks if t in phases]
+    # The tuning summary says so, rather than that the other phases fell back to IREE's default.
+    results = [TaskResult(t, applied_record=record if t is last else None, fell_back=t is first) for t in tasks]
+    configure_alike(results)
+    assert [r.configured_by for r in results if r.task in phases and r.task is not last] == [last] * 3
+    assert not any(r.fell_back for r in results) and "same root op" in applied(results[tasks.index(first)])
