@@ -499,8 +499,7 @@ def as_the_spec_applies(tasks: Sequence[Task], tuned: dict[str, Record]) -> list
     """(task, record) for each task the log's tuning spec configures, with the record it applies: the first
     entry whose matcher matches the task's root op (`spec_sources`), which may be another task's. The
     whole-program checks timed the program built with that spec."""
-    sources = spec_sources(tasks, {k for k, r in tuned.items() if r.family is not Family.TRANSFORM},
-                           {k for k, r in tuned.items() if r.family is Family.TRANSFORM})
+    sources = spec_sources(tasks, {k: r.family is Family.TRANSFORM for k, r in tuned.items()})
     return [(task, tuned[sources[task.key]]) for task in tasks if task.key in sources]
 
 

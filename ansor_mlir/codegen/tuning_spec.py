@@ -231,15 +231,15 @@ def spec_coverage(tasks: Sequence[Task], configured: Sequence[Task], with_strate
     return coverage
 
 
-def spec_sources(tasks: Sequence[Task], configured: set[str], with_strategy: set[str]) -> dict[str, str]:
-    """Task key -> the key of the task whose choice its dispatch gets from a spec with an entry for each task in
-    `configured` (a configuration) and `with_strategy` (a strategy): its own or another's (`spec_coverage`). A
+def spec_sources(tasks: Sequence[Task], strategy_by_key: dict[str, bool]) -> dict[str, str]:
+    """Task key -> the key of the task whose choice its dispatch gets from a spec with an entry for each key of
+    `strategy_by_key` (True: a strategy, False: a configuration): its own or another's (`spec_coverage`). A
     task the spec cannot match (`unmatchable`) keeps its own: attached to its dispatch, it is built all the same."""
-    own = [task for task in tasks if task.key in configured | with_strategy]
+    own = [task for task in tasks if task.key in strategy_by_key]
     matchable = [task for task in own if unmatchable(task) is None]
     sources = {task.key: task.key for task in own}
-    return sources | spec_coverage(tasks, [t for t in matchable if t.key in configured],
-                                   [t for t in matchable if t.key in with_strategy])
+    return sources | spec_coverage(tasks, [t for t in matchable if not strategy_by_key[t.key]],
+                                   [t for t in matchable if strategy_by_key[t.key]])
 
 
 def render_spec(

@@ -470,8 +470,7 @@ def configure_alike(results: list[TaskResult]) -> None:
     (`spec_sources`): such a task neither falls back nor applies its own choice."""
     tuned = {r.task.key: r.applied_record for r in results
              if r.applied_record is not None and not r.applied_record.is_default}
-    sources = spec_sources([r.task for r in results], {k for k, c in tuned.items() if c.family is not Family.TRANSFORM},
-                           {k for k, c in tuned.items() if c.family is Family.TRANSFORM})
+    sources = spec_sources([r.task for r in results], {k: c.family is Family.TRANSFORM for k, c in tuned.items()})
     tasks = {r.task.key: r.task for r in results}
     for result in results:
         source = sources.get(result.task.key, result.task.key)
