@@ -39,7 +39,7 @@ from ansor_mlir.frontend.program_rewrites import (
 )
 from ansor_mlir.frontend.target_resolution import resolve_target as resolve_cpu_target
 from ansor_mlir.frontend.task_extraction import extract_tasks as _extract_tasks
-from ansor_mlir.frontend.task_extraction import validate_input
+from ansor_mlir.frontend.task_extraction import tasks_from_flow, validate_input
 from ansor_mlir.frontend.torch_import import is_factory_reference
 from ansor_mlir.measure.gpu_device import no_device_message
 from ansor_mlir.measure.idle_wakeup import threaded_timing_note
@@ -486,7 +486,7 @@ def _with_best(text: str, name: str, log: str | Path, tgt: Target) -> str:
     validate_input(text, name)
     best = _best_for_target(log, tgt)
     flow = compile_to_phase(text, tgt.compile_flags(), "flow", name)
-    tasks = _extract_tasks(text, tgt, name)
+    tasks = tasks_from_flow(flow, tgt, name)  # the flow above: not a second compile
     chosen = as_the_spec_applies(tasks, {key: r for key, r in best.items() if not r.is_default})
     configs = {task.key: (task.root_index, record.config) for task, record in chosen
                if record.family is not Family.TRANSFORM}

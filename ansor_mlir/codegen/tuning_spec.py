@@ -221,11 +221,12 @@ def spec_coverage(tasks: Sequence[Task], configured: Sequence[Task], with_strate
     """
     order = [(t, False) for t in sorted(configured, key=lambda t: t.key)]
     order += [(t, True) for t in sorted(with_strategy, key=lambda t: t.key)]
-    signatures = [(t.key, whole, root_signature(t, whole)) for t, whole in order]
+    kinds = {whole for _, whole in order}
+    signatures = {(t.key, whole): root_signature(t, whole) for t in tasks for whole in kinds}
     coverage = {}
     for task in tasks:
-        mine = {whole: root_signature(task, whole) for whole in (False, True)}
-        first = next((key for key, whole, sig in signatures if sig == mine[whole]), None)
+        first = next((entry.key for entry, whole in order
+                      if signatures[entry.key, whole] == signatures[task.key, whole]), None)
         if first is not None:
             coverage[task.key] = first
     return coverage
