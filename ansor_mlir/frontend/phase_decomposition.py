@@ -25,7 +25,16 @@ whose body multiplies its inputs and accumulates, whose output and filter
 maps are plain loop indices and whose input map reads `oh + d*kh` (stride 1)
 in the window dimensions; the input's producers are read back to the zero
 insertion. Each phase is a clone of the original op (named or generic) with
-new operands, so IREE sees the op kind it would have seen. Dilations that
+new operands, so IREE sees the op kind it would have seen. Importers flip the filter with a gather (a generic of `tensor.extract`s at
+`k - 1 - kh`); when the filter is a weight the program is given, that flip
+copies every weight on every call (T2D: 8 MB, twice the time of the
+convolution). A filter gather that reverses window dimensions only is folded
+away instead: a convolution with the reversed filter is the convolution with
+the filter as given over the input reversed, reversed back
+(`conv(Z, rev W)[o] = conv(rev Z, W)[O - 1 - o]`), and reversing the
+zero-inserted input is inserting the reversed `X` at the mirrored offset; the
+phases then read the given filter (through a transpose where the gather also
+permuted it) and only `X` and the output, both small, are reversed. Dilations that
 share a factor with the stride (`gcd(d, s) > 1`) would need another
 dilation per phase, and any other input (grouped convolutions reshape it
 first) does not match: those convolutions are left as they are.
@@ -33,6 +42,7 @@ first) does not match: those convolutions are left as they are.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -44,14 +54,18 @@ from iree.compiler.dialects import linalg, tensor
 from ansor_mlir.core.affine import AffineMap
 from ansor_mlir.frontend.affine_maps import affine_map_from_ir, convolution_window
 from ansor_mlir.frontend.tensor_ir import (
+    Gather,
     add_elementwise,
     erase_unused,
+    flip,
     is_zeros,
     multiplies_and_accumulates,
     pad_with_zeros,
     pads_with_zero,
+    read_gather,
     slice_of,
     static_tensor,
+    transpose_of,
     zero_constant,
 )
 from ansor_mlir.mlir.context import producer, walk
@@ -72,6 +86,13 @@ class WindowDim:
     taps: int  # the filter's extent
     dilation: int
     outputs: int  # the output's extent
+
+
+def mirrored(dim: WindowDim) -> WindowDim:
+    """The dimension of the reversed zero-inserted input: the reversed `X` inserted at the mirrored offset (over
+    the extent the convolution reads, `outputs + dilation * (taps - 1)`)."""
+    extent = dim.outputs + dim.dilation * (dim.taps - 1)
+    return dataclasses.replace(dim, offset=extent - 1 - dim.offset - dim.stride * (dim.size - 1))
 
 
 @dataclass(frozen=True)
@@ -212,27 +233,49 @@ def _decompose(match: Match) -> None:
     w, init = op.operands[1], op.operands[2]
     out_type = ir.RankedTensorType(op.results[0].type)
     element = out_type.element_type
+    gather = _window_flip(w, match.dims)
     with ir.InsertionPoint(op), op.location:
         zeros: dict[ir.Type, ir.Value] = {}
         zero = zero_constant(element, zeros)
+        source, dims, flipped = match.source, match.dims, ()
+        if gather is not None:
+            flipped = tuple(d for d in dims if d.filter_dim in gather.reversed_dims())
+            w = transpose_of(gather)
+            source = flip(source, [d.input_dim for d in flipped])
+            dims = tuple(mirrored(d) if d in flipped else d for d in dims)
         result = tensor.empty(list(out_type.shape), element)
-        for combo in itertools.product(*(phases(dim) for dim in match.dims)):
-            picked = list(zip(match.dims, combo, strict=True))
+        for combo in itertools.product(*(phases(dim) for dim in dims)):
+            picked = list(zip(dims, combo, strict=True))
             out_offsets, out_sizes, out_strides = _phase_slice(out_type, [(d.output_dim, p.residue, p.count, d.stride)
                                                                           for d, p in picked])
             value = linalg.fill(zero, outs=[tensor.empty(out_sizes, element)])
             if all(p.reads_x(d) for d, p in picked):
-                value = _phase_convolution(op, match.source, w, value, picked, zeros)
+                value = _phase_convolution(op, source, w, value, picked, zeros)
             result = tensor.insert_slice(value, result, [], [], [], out_offsets, out_sizes, out_strides)
+        if flipped:
+            result = flip(result, [d.output_dim for d in flipped])
         if not is_zeros(init):
             # The accumulator's initial values (a bias) are added once, to the whole interleaved result: a
             # strided slice of them as each phase's accumulator trips IREE 3.13's bufferization.
             result = add_elementwise(result, init)
     op.results[0].replace_all_uses_with(result)
     op.erase()
+    if gather is not None and not any(True for _ in gather.op.results[0].uses):
+        made_init = producer(gather.op.operands[0])
+        gather.op.erase()
+        if made_init is not None:
+            erase_unused(made_init)
     for dead in (match.producers[0], producer(init)):
         if dead is not None:
             erase_unused(dead)
+
+
+def _window_flip(w: ir.Value, dims: Sequence[WindowDim]) -> Gather | None:
+    """The gather making the filter `w` when it reverses some window dimensions and nothing else."""
+    gather = read_gather(w)
+    if gather is None or not gather.reversed_dims():
+        return None
+    return gather if gather.reversed_dims() <= {d.filter_dim for d in dims} else None
 
 
 def _phase_convolution(op: ir.Operation, source: ir.Value, w: ir.Value, init: ir.Value,

@@ -1,10 +1,12 @@
 """Building blocks of the convolution rewrites (`phase_decomposition`, `border_split`): reading a
-multiply-accumulate body and zero tensors, and making slices, zero pads and constants.
+multiply-accumulate body, zero tensors and index gathers (importers' filter flips), and making slices, zero pads,
+flips, transposes and constants.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg, tensor
@@ -14,6 +16,8 @@ from ansor_mlir.mlir.context import producer
 CASTS = frozenset({"arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp", "arith.truncf"})
 MULTIPLIES = frozenset({"arith.mulf", "arith.muli"})
 ADDS = frozenset({"arith.addf", "arith.addi"})
+# The ops a gather's body may hold: index arithmetic, one extract and its yield (anything else computes more).
+GATHER_BODY = frozenset({"linalg.index", "arith.constant", "arith.subi", "tensor.extract", "linalg.yield"})
 # Ops that made a rewritten op's operands, erased once nothing reads them.
 ERASABLE = frozenset({"tensor.pad", "tensor.insert_slice", "linalg.fill", "tensor.empty", "arith.constant"})
 
@@ -141,3 +145,95 @@ def add_elementwise(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
         add = arith.addi if isinstance(result_type.element_type, ir.IntegerType) else arith.addf
         linalg.yield_([add(block.arguments[0], block.arguments[1])])
     return op.result
+
+
+@dataclass(frozen=True)
+class Gather:
+    """`result[i] = source[j]` with `j[a] = i[positions[a]]`, or `extent - 1 - i[positions[a]]` where `reversed[a]`:
+    a transpose and flip written as a generic of `tensor.extract`s (how importers flip a transposed convolution's
+    filter)."""
+
+    op: ir.Operation
+    source: ir.Value
+    positions: tuple[int, ...]
+    reversed: tuple[bool, ...]
+
+    def reversed_dims(self) -> frozenset[int]:
+        """The result dimensions read back to front."""
+        return frozenset(p for p, r in zip(self.positions, self.reversed, strict=True) if r)
+
+
+def read_gather(value: ir.Value) -> Gather | None:
+    """The gather that makes `value`: an all-parallel, input-less generic with an identity output map whose body
+    yields `source[...]` at indices that are loop indices or `extent - 1 -` loop indices, one per loop."""
+    op = producer(value)
+    if op is None or op.name != "linalg.generic" or len(op.results) != 1 or len(op.operands) != 1:
+        return None
+    result = static_tensor(op.results[0].type)
+    maps = linalg.get_indexing_maps(op)
+    if result is None or len(maps) != 1 or ir.AffineMapAttr(maps[0]).value != ir.AffineMap.get_identity(result.rank, op.context):
+        return None
+    body = list(op.regions[0].blocks[0].operations)
+    if any(o.name not in GATHER_BODY for o in body) or len(body[-1].operands) != 1:
+        return None
+    extract = producer(body[-1].operands[0])
+    if extract is None or extract.name != "tensor.extract":
+        return None
+    source, made_by = static_tensor(extract.operands[0].type), producer(extract.operands[0])
+    if source is None or source.rank != result.rank or (made_by is not None and made_by.parent.operation == op):
+        return None
+    reads = [_index_read(v) for v in extract.operands[1:]]
+    if None in reads:
+        return None
+    positions, flips = tuple(p for p, _ in reads), tuple(last is not None for _, last in reads)
+    if sorted(positions) != list(range(result.rank)):
+        return None
+    for a, (position, last) in enumerate(reads):
+        if source.shape[a] != result.shape[position] or last not in (None, source.shape[a] - 1):
+            return None
+    return Gather(op, extract.operands[0], positions, flips)
+
+
+def _index_read(value: ir.Value) -> tuple[int, int | None] | None:
+    """(loop, None) for `linalg.index loop`, (loop, c) for `c - linalg.index loop` (c a constant); else None."""
+    op = producer(value)
+    if op is not None and op.name == "linalg.index":
+        return ir.IntegerAttr(op.attributes["dim"]).value, None
+    if op is None or op.name != "arith.subi":
+        return None
+    constant, index = producer(op.operands[0]), producer(op.operands[1])
+    if constant is None or constant.name != "arith.constant" or index is None or index.name != "linalg.index":
+        return None
+    return ir.IntegerAttr(index.attributes["dim"]).value, ir.IntegerAttr(constant.attributes["value"]).value
+
+
+def flip(value: ir.Value, dims: Sequence[int]) -> ir.Value:
+    """`value` read back to front along `dims`: a gather generic (IREE's tiling rejects the reversed indexing map
+    `(d0) -> (-d0 + n)` that would say the same)."""
+    value_type = ir.RankedTensorType(value.type)
+    rank, element = value_type.rank, value_type.element_type
+    op = linalg.GenericOp([value_type], [], [tensor.empty(list(value_type.shape), element)],
+                          [ir.AffineMap.get_identity(rank)], [linalg.IteratorType.parallel] * rank)
+    block = op.regions[0].blocks.append(element)
+    index = ir.IndexType.get()
+    with ir.InsertionPoint(block):
+        indices = [linalg.IndexOp(d).result for d in range(rank)]
+        for d in dims:
+            last = arith.constant(index, ir.IntegerAttr.get(index, value_type.shape[d] - 1))
+            indices[d] = arith.subi(last, indices[d])
+        linalg.yield_([tensor.extract(value, indices)])
+    return op.result
+
+
+def transpose_of(gather: Gather) -> ir.Value:
+    """The gather's source in the gather's dimension order, nothing reversed (`linalg.transpose`; the source
+    itself when the order is its own)."""
+    if gather.positions == tuple(range(len(gather.positions))):
+        return gather.source
+    result_type = ir.RankedTensorType(gather.op.results[0].type)
+    permutation = [0] * len(gather.positions)
+    for a, position in enumerate(gather.positions):
+        permutation[position] = a
+    init = tensor.empty(list(result_type.shape), result_type.element_type)
+    transposed = linalg.transpose(gather.source, outs=[init], permutation=permutation)
+    return transposed if isinstance(transposed, ir.Value) else transposed.results[0]
