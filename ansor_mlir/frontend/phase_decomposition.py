@@ -25,7 +25,9 @@ whose body multiplies its inputs and accumulates, whose output and filter
 maps are plain loop indices and whose input map reads `oh + d*kh` (stride 1)
 in the window dimensions; the input's producers are read back to the zero
 insertion. Each phase is a clone of the original op (named or generic) with
-new operands, so IREE sees the op kind it would have seen. Importers flip the filter with a gather (a generic of `tensor.extract`s at
+new operands, so IREE sees the op kind it would have seen.
+
+Importers flip the filter with a gather (a generic of `tensor.extract`s at
 `k - 1 - kh`); when the filter is a weight the program is given, that flip
 copies every weight on every call (T2D: 8 MB, twice the time of the
 convolution). A filter gather that reverses window dimensions only is folded

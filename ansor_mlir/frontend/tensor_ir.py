@@ -171,7 +171,9 @@ def read_gather(value: ir.Value) -> Gather | None:
         return None
     result = static_tensor(op.results[0].type)
     maps = linalg.get_indexing_maps(op)
-    if result is None or len(maps) != 1 or ir.AffineMapAttr(maps[0]).value != ir.AffineMap.get_identity(result.rank, op.context):
+    if result is None or len(maps) != 1:
+        return None
+    if ir.AffineMapAttr(maps[0]).value != ir.AffineMap.get_identity(result.rank, op.context):
         return None
     body = list(op.regions[0].blocks[0].operations)
     if any(o.name not in GATHER_BODY for o in body) or len(body[-1].operands) != 1:
