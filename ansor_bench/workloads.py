@@ -292,8 +292,9 @@ def _gen_t2d(a: Args) -> _Generated:
     """Transposed conv as a stride-1 conv over the zero-inserted, padded input.
 
     The filter is (k, k, CI, CO) with out[y] += x[iy] * w[ky] at y = iy*s + ky - p;
-    the equivalent direct conv reads it spatially reversed (a small gather dispatch
-    on the weights, which a deployed model would constant-fold).
+    the equivalent direct conv reads it spatially reversed, through a gather of the
+    weights as importers write it (8 MB per call at the suite's shape; ansor-mlir's
+    phase decomposition folds it away, IREE's default build runs it).
     """
     n, h, w, ci, co, k, s, p = (a[x] for x in ("N", "H", "W", "CI", "CO", "k", "s", "p"))
     if p > k - 1:
