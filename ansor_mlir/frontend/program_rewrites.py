@@ -26,6 +26,8 @@ from ansor_mlir.frontend.pad_fusion import NAME as PAD_FUSION
 from ansor_mlir.frontend.pad_fusion import fuse_pads_into_window_ops
 from ansor_mlir.frontend.phase_decomposition import NAME as PHASE_DECOMPOSITION
 from ansor_mlir.frontend.phase_decomposition import decompose_transposed_convolutions
+from ansor_mlir.frontend.reciprocal_division import NAME as RECIPROCAL_DIVISION
+from ansor_mlir.frontend.reciprocal_division import divide_by_reciprocals
 from ansor_mlir.frontend.shared_subexpressions import NAME as SHARED_SUBEXPRESSIONS
 from ansor_mlir.frontend.shared_subexpressions import share_subexpressions
 from ansor_mlir.mlir.context import new_context, parse_module
@@ -37,6 +39,7 @@ REWRITES: dict[str, Callable[[ir.Module], int]] = {
     BORDER_SPLIT: split_padded_borders,
     PAD_FUSION: fuse_pads_into_window_ops,
     SHARED_SUBEXPRESSIONS: share_subexpressions,
+    RECIPROCAL_DIVISION: divide_by_reciprocals,
 }
 NO_REWRITES = "none"
 SEPARATOR = "+"
@@ -46,7 +49,8 @@ SEPARATOR = "+"
 # opt-in (`rewrites=phase-decomposition+channels-last+border-split+pad-fusion`, last, on the final form of every
 # window op): a flow-level module it shaped builds only with `--iree-flow-enable-pad-handling`
 # (`mlir.iree_compiler`); border split splits no op pad fusion wrapped. Shared subexpressions reads generics only
-# (a softmax written with its `exp` in two of them), which none of the others make or change.
+# (a softmax written with its `exp` in two of them), which none of the others make or change. Reciprocal division
+# is opt-in too (it rounds differently from the division it replaces, `frontend/reciprocal_division.py`).
 DEFAULT_REWRITES = SEPARATOR.join((PHASE_DECOMPOSITION, CHANNELS_LAST, BORDER_SPLIT, SHARED_SUBEXPRESSIONS))
 
 
