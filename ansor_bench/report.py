@@ -279,9 +279,7 @@ def _threads_text(threads: int) -> str:
 def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> str:
     m, r = report.meta, report.roofline
     threads = m.get("threads", 1)
-    spin = m["budgets"].get("worker_spin_us", 0)
-    spinning = f", spinning {spin} us for work before sleeping (`--task_worker_spin_us={spin}`)" if spin else ""
-    device = "local-sync" if threads == 1 else f"local-task, {threads} workers{spinning}"
+    device = "local-sync" if threads == 1 else f"local-task, {threads} workers"
     chosen = "" if threads == 1 else (
         " ansor-mlir's tuned program runs on `local-task` where it ran faster there than on one thread beyond the "
         "noise when tuned (in most of three comparisons 1 s apart), else on `local-sync` "

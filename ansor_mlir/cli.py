@@ -14,7 +14,6 @@ the exit status is the shell's for the signal (130, 143).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import signal
 import sys
 import warnings
@@ -304,9 +303,6 @@ def build_compile_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target", default="llvm-cpu", help="backend (default: llvm-cpu)")
     parser.add_argument("--cpu", default="host", help="LLVM CPU name (default: host)")
     parser.add_argument("--threads", type=non_negative, default=1, help="threads when timing (default: 1)")
-    parser.add_argument("--worker-spin-us", type=non_negative, default=0,
-                        help="at --threads > 1, how long IREE's task workers spin for work before sleeping "
-                             "(--task_worker_spin_us; default 0: they sleep at once)")
     parser.add_argument("--seed", type=non_negative, default=0, help="search seed (default: 0)")
     parser.add_argument("--cluster", metavar="tcp://HOST:PORT",
                         help="with --trials, build and measure on this Dask scheduler's workers (as ansor-tune's "
@@ -322,8 +318,7 @@ def build_compile_parser() -> argparse.ArgumentParser:
 def compile_model(args: argparse.Namespace) -> str:
     """Import, tune (with --trials), compile; returns what was written, for the one line printed."""
     source = api.load_model(args.input if is_model_reference(args.input) else Path(args.input))
-    target = api.resolve_target(dataclasses.replace(parse_target(args.target, threads=args.threads, cpu=args.cpu),
-                                                    worker_spin_us=args.worker_spin_us))
+    target = api.resolve_target(parse_target(args.target, threads=args.threads, cpu=args.cpu))
     log = Path(args.log) if args.log else Path(args.output).with_suffix(".jsonl")
     tune = args.trials is not None or args.trials_per_task is not None
     device = target.runtime_device()

@@ -14,7 +14,6 @@ import shlex
 import shutil
 import sys
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,10 +56,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
                    help="threads of every contender: IREE's task workers, PyTorch, BLAS, TVM (default 1)")
-    p.add_argument("--worker-spin-us", type=int, default=0,
-                   help="at --threads > 1, how long IREE's task workers spin for work before sleeping, for every IREE "
-                        "contender and ansor-mlir's tuning (--task_worker_spin_us; default 0, IREE's: they sleep at "
-                        "once, which a VM guest whose idle vCPUs halt pays on every dispatch)")
     p.add_argument("--rewrites", default=None,
                    help="ansor-mlir's program rewrites (its rewrites= option; default: its default set), e.g. "
                         "phase-decomposition+channels-last+pad-fusion")
@@ -160,7 +155,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     except ValueError as exc:
         console.print(f"[red]error[/]: --rewrites {args.rewrites}: {exc}")
         return 2
-    target = replace(detect_host(threads=args.threads), worker_spin_us=max(args.worker_spin_us, 0))
+    target = detect_host(threads=args.threads)
     if target.runtime_flags():
         import iree.runtime as rt
 
@@ -195,7 +190,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     shapes = ";".join(args.shape) if args.shape else args.shapes if isinstance(args.shapes, str) else ",".join(
         map(str, args.shapes))
     budgets = {"trials": settings.trials, "tvm_trials": settings.tvm_trials, "shapes": shapes,
-               "rewrites": settings.rewrites, "worker_spin_us": target.worker_spin_us,
+               "rewrites": settings.rewrites,
                "rounds": plan.rounds, "min_round_ms": int(plan.min_round_s * 1e3),
                "warm_ms": plan.warm_up_s * 1e3}
     command = "python tools/benchmark_suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])

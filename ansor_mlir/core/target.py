@@ -67,9 +67,6 @@ class Target:
     l2_bytes: int = 1024 * 1024
     l3_bytes: int = 8 * 1024 * 1024
     threads: int = 1
-    # How long IREE's task workers spin for more work before they sleep (`--task_worker_spin_us`; 0, IREE's
-    # default: they sleep at once). A VM guest whose idle vCPUs halt wakes a sleeping worker late.
-    worker_spin_us: int = 0
     extra_flags: tuple[str, ...] = field(default_factory=tuple)
     # What IREE resolved `cpu` to (`frontend.target_resolution`); empty until resolved.
     resolved_cpu: str = ""
@@ -86,13 +83,8 @@ class Target:
         parts = [self.backend, self.cpu]
         if self.triple:
             parts.append(self.triple)
-        parts.append(self._threads_part())
+        parts.append(f"t{self.threads}")
         return ":".join(parts)
-
-    def _threads_part(self) -> str:
-        """`t2`, or `t2:spin100` where the workers spin: timings under either condition never mix in a log."""
-        spins = self.threads > 1 and self.worker_spin_us > 0
-        return f"t{self.threads}" + (f":spin{self.worker_spin_us}" if spins else "")
 
     @property
     def fingerprint(self) -> str:
@@ -102,7 +94,7 @@ class Target:
         differently, the fingerprint tells them apart.
         """
         digest = hashlib.sha256(",".join(self.cpu_features).encode()).hexdigest()[:12]
-        return ":".join([self.backend, self.resolved_cpu or self.cpu, digest, self._threads_part()])
+        return ":".join([self.backend, self.resolved_cpu or self.cpu, digest, f"t{self.threads}"])
 
     @property
     def arch(self) -> str:
@@ -170,10 +162,7 @@ class Target:
         whatever `threads` says; capped, it starts `threads` workers, each
         pinned to its own physical core (fewer on a host with fewer cores).
         """
-        if self.threads <= 1:
-            return ()
-        spin = (f"--task_worker_spin_us={self.worker_spin_us}",) if self.worker_spin_us > 0 else ()
-        return (f"--task_topology_max_group_count={self.threads}", *spin)
+        return () if self.threads <= 1 else (f"--task_topology_max_group_count={self.threads}",)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -10,7 +10,6 @@ the text the tuning layer produces, parsed into the pass's context.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import warnings
 from collections.abc import Callable
@@ -60,8 +59,7 @@ class PassContext:
     @property
     def target(self) -> Target:
         opts = self.invocation
-        target = parse_target(str(opts["target"]), threads=int(opts["threads"]), cpu=str(opts["cpu"]))
-        return resolve_target(dataclasses.replace(target, worker_spin_us=int(opts["worker-spin-us"])))
+        return resolve_target(parse_target(str(opts["target"]), threads=int(opts["threads"]), cpu=str(opts["cpu"])))
 
     @property
     def rewrites(self) -> str:

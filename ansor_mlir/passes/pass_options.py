@@ -201,9 +201,6 @@ COMMON = (
            "llvm-cpu|ARCH:CPU", "llvm-cpu"),
     Option("cpu", "CPU IREE compiles for", cpu_name, "host|LLVM CPU name", "host"),
     Option("threads", "runtime threads used when timing", integer(1, 1024), "1..1024", 1),
-    Option("worker-spin-us", "at threads > 1, how long IREE's task workers spin for work before sleeping "
-           "(--task_worker_spin_us; run the tuned program with the same flag)", integer(0, 1_000_000),
-           "0..1000000", 0),
 )
 REWRITES = Option("rewrites", "program rewrites applied before tasks are formed (the tasks, records and output "
                   "are those of the rewritten program)", rewrites, rewrite_choices(), DEFAULT_REWRITES)

@@ -35,11 +35,9 @@ BALANCED_VARIANTS = 2
 
 
 def without_threads(key: str) -> str:
-    """A target key or fingerprint without its thread count and workers' spin (`llvm-cpu:znver3:ab12:t2` and
-    `llvm-cpu:znver3:ab12:t2:spin100` -> `llvm-cpu:znver3:ab12`)."""
+    """A target key or fingerprint without its thread count (`llvm-cpu:znver3:ab12:t2` -> `llvm-cpu:znver3:ab12`)."""
     head, sep, tail = key.rpartition(":t")
-    count, _, spin = tail.partition(":spin")
-    return head if sep and count.isdigit() and (not spin or spin.isdigit()) else key
+    return head if sep and tail.isdigit() else key
 
 
 def other_thread_counts(records: Sequence[Record], target: Target) -> list[tuple[str, str]]:

@@ -36,7 +36,7 @@
 // RULE: ansor-opt: error: pass 'ansor-print-strategy': invalid rule=nosuchrule: valid choices are iree-default, multi-level-tiling, multi-level-tiling-cached, td-multi-level-tiling, td-multi-level-tiling-cached, rfactor, padding, packing, decompose
 // LOG: ansor-opt: error: pass 'ansor-apply-best': invalid log=: expected a file name
 // REQUIRED: ansor-opt: error: pass 'ansor-emit-tuning-spec': missing required option log=...
-// NAME: ansor-opt: error: pass 'ansor-tune': unknown option 'tirals' (accepted: target, cpu, threads, worker-spin-us, rewrites, trials, trials-per-task, task-scheduler, early-stopping, log, seed, policy, model, batch, verify, one-thread-share, progress, cluster)
+// NAME: ansor-opt: error: pass 'ansor-tune': unknown option 'tirals' (accepted: target, cpu, threads, rewrites, trials, trials-per-task, task-scheduler, early-stopping, log, seed, policy, model, batch, verify, one-thread-share, progress, cluster)
 // TWICE: ansor-opt: error: pass 'ansor-tune': option 'seed' given twice
 // PASS: ansor-opt: error: unknown pass 'ansor-frobnicate': available passes are ansor-rewrite, ansor-extract-tasks, ansor-generate-sketches, ansor-tune, ansor-apply-best, ansor-emit-tuning-spec, ansor-emit-transform-library, ansor-print-strategy
 // BRACES: ansor-opt: error: --pass-pipeline: unbalanced braces in 'ansor-tune{trials=1'

@@ -50,19 +50,6 @@ def test_one_thread_times_on_the_calling_thread():
     assert Target(threads=4).runtime_flags() == ("--task_topology_max_group_count=4",)
 
 
-def test_spinning_workers_are_a_runtime_flag_and_part_of_the_records_key():
-    """Workers that spin before sleeping time differently on a guest whose idle vCPUs halt: their records are
-    keyed apart (never mixed with sleeping workers' in one history), and seeds still cross thread counts."""
-    spinning = Target(threads=2, worker_spin_us=200)
-    assert spinning.runtime_flags() == ("--task_topology_max_group_count=2", "--task_worker_spin_us=200")
-    assert spinning.key == "llvm-cpu:host:t2:spin200" != Target(threads=2).key
-    assert spinning.fingerprint.endswith(":t2:spin200")
-    assert without_threads(spinning.key) == without_threads(Target(threads=1).key) == "llvm-cpu:host"
-    # One thread never spins: the calling thread runs the program.
-    assert Target(threads=1, worker_spin_us=200).runtime_flags() == () and Target(threads=1, worker_spin_us=200).key \
-        == "llvm-cpu:host:t1"
-
-
 def test_a_threaded_program_takes_fences_and_every_call_path_waits_for_it():
     """At threads > 1 programs are built with IREE's asynchronous ABI (the caller waits with a yielding poll,
     not IREE's spinning wait: `docs/caller_wait.md`); the module, its timed calls and the runner's first call
@@ -189,8 +176,6 @@ def test_thread_counts_are_stripped_from_keys_and_fingerprints_only():
     assert without_threads("llvm-cpu:host:t16") == "llvm-cpu:host"
     assert without_threads("cuda:sm_90") == "cuda:sm_90"
     assert without_threads("llvm-cpu:tiger:t") == "llvm-cpu:tiger:t"
-    assert without_threads("llvm-cpu:znver3:ab12cd:t2:spin50") == "llvm-cpu:znver3:ab12cd"
-    assert without_threads("llvm-cpu:znver3:ab12cd:t2:spinx") == "llvm-cpu:znver3:ab12cd:t2:spinx"
 
 
 def test_a_threaded_budget_is_split_only_when_each_phase_gets_enough_trials_per_task():
