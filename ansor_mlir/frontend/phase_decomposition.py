@@ -29,8 +29,8 @@ new operands, so IREE sees the op kind it would have seen.
 
 Importers flip the filter with a gather (a generic of `tensor.extract`s at
 `k - 1 - kh`); when the filter is a weight the program is given, that flip
-copies every weight on every call (T2D: 8 MB, twice the time of the
-convolution). A filter gather that reverses window dimensions only is folded
+copies every weight on every call (T2D: 8 MB, half of IREE's default
+build's time at 2 threads). A filter gather that reverses window dimensions only is folded
 away instead: a convolution with the reversed filter is the convolution with
 the filter as given over the input reversed, reversed back
 (`conv(Z, rev W)[o] = conv(rev Z, W)[O - 1 - o]`), and reversing the
@@ -275,9 +275,8 @@ def _decompose(match: Match) -> None:
 def _window_flip(w: ir.Value, dims: Sequence[WindowDim]) -> Gather | None:
     """The gather making the filter `w` when it reverses some window dimensions and nothing else."""
     gather = read_gather(w)
-    if gather is None or not gather.reversed_dims():
-        return None
-    return gather if gather.reversed_dims() <= {d.filter_dim for d in dims} else None
+    reversed_dims = gather.reversed_dims() if gather is not None else frozenset()
+    return gather if reversed_dims and reversed_dims <= {d.filter_dim for d in dims} else None
 
 
 def _phase_convolution(op: ir.Operation, source: ir.Value, w: ir.Value, init: ir.Value,
