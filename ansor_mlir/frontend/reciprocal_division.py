@@ -27,10 +27,10 @@ from __future__ import annotations
 import math
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, linalg, tensor
+from iree.compiler.dialects import arith
 
 from ansor_mlir.frontend.affine_maps import loop_structure
-from ansor_mlir.frontend.tensor_ir import static_tensor
+from ansor_mlir.frontend.tensor_ir import elementwise, static_tensor
 from ansor_mlir.mlir.context import walk
 
 NAME = "reciprocal-division"
@@ -94,14 +94,5 @@ def _rewrite(op: ir.Operation, index: int) -> None:
 
 def _reciprocals(value: ir.Value) -> ir.Value:
     """`1 / value`, element by element."""
-    value_type = ir.RankedTensorType(value.type)
-    rank, element = value_type.rank, value_type.element_type
-    identity = ir.AffineMap.get_identity(rank)
-    op = linalg.GenericOp([value_type], [value], [tensor.empty(list(value_type.shape), element)],
-                          [identity, identity], [linalg.IteratorType.parallel] * rank)
-    block = op.regions[0].blocks.append(element, element)
-    with ir.InsertionPoint(block):
-        one = arith.constant(element, ir.FloatAttr.get(element, 1.0))
-        linalg.yield_([arith.divf(one, block.arguments[0])])
-    return op.result
-
+    element = ir.RankedTensorType(value.type).element_type
+    return elementwise([value], lambda x: arith.divf(arith.constant(element, ir.FloatAttr.get(element, 1.0)), x))

@@ -5,7 +5,7 @@ flips, transposes and constants.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -134,17 +134,24 @@ def zero_constant(element: ir.Type, zeros: dict[ir.Type, ir.Value]) -> ir.Value:
     return zeros[element]
 
 
-def add_elementwise(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
-    """`lhs + rhs`, element by element (a `linalg.generic` with identity maps)."""
-    result_type = ir.RankedTensorType(lhs.type)
+def elementwise(inputs: Sequence[ir.Value], body: Callable[..., ir.Value]) -> ir.Value:
+    """`body` of the inputs' elements, element by element (a `linalg.generic` with identity maps over the first
+    input's shape); `body` builds the yielded value from the block's input arguments."""
+    result_type = ir.RankedTensorType(inputs[0].type)
     identity = ir.AffineMap.get_identity(result_type.rank)
-    op = linalg.GenericOp([result_type], [lhs, rhs], [tensor.empty(list(result_type.shape), result_type.element_type)],
-                          [identity] * 3, [linalg.IteratorType.parallel] * result_type.rank)
-    block = op.regions[0].blocks.append(*[result_type.element_type] * 3)
+    op = linalg.GenericOp([result_type], list(inputs),
+                          [tensor.empty(list(result_type.shape), result_type.element_type)],
+                          [identity] * (len(inputs) + 1), [linalg.IteratorType.parallel] * result_type.rank)
+    block = op.regions[0].blocks.append(*[result_type.element_type] * (len(inputs) + 1))
     with ir.InsertionPoint(block):
-        add = arith.addi if isinstance(result_type.element_type, ir.IntegerType) else arith.addf
-        linalg.yield_([add(block.arguments[0], block.arguments[1])])
+        linalg.yield_([body(*list(block.arguments)[:len(inputs)])])
     return op.result
+
+
+def add_elementwise(lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    """`lhs + rhs`, element by element."""
+    add = arith.addi if isinstance(ir.RankedTensorType(lhs.type).element_type, ir.IntegerType) else arith.addf
+    return elementwise([lhs, rhs], add)
 
 
 @dataclass(frozen=True)
