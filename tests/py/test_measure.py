@@ -156,3 +156,19 @@ def test_a_prepared_call_runs_the_program_as_the_invoker_does(target, small_task
     np.testing.assert_array_equal(output, expected)
     for device_array, host in zip(args, arrays, strict=True):
         np.testing.assert_array_equal(device_array.to_host(), host)
+
+
+def test_the_runner_times_each_placement_in_one_block_of_consecutive_calls():
+    """A task's inputs stay where the last call left them, as in its program; every placement is timed."""
+    from ansor_mlir.measure.run_worker import timed_in_blocks
+
+    used: list[int] = []
+    placed = [lambda i=i: used.append(i) for i in range(4)]
+    times = timed_in_blocks(placed, min_repeats=5, max_repeats=40, min_time_s=0.004, warm=True)
+    runs = [i for k, i in enumerate(used) if k == 0 or used[k - 1] != i]
+    assert runs == [0, 1, 2, 3]  # one block per placement, in turn
+    assert len(times) == len(used) - 4 and len(times) >= 8  # an untimed first call per block; 2+ timed each
+    assert len(times) <= 40
+    used.clear()
+    assert len(timed_in_blocks(placed, min_repeats=2, max_repeats=2, min_time_s=10.0, warm=False)) == 4
+    assert len(used) == 4  # a slow program: one timed call per placement, no warm-up, whatever the time
