@@ -115,7 +115,7 @@ def iree_contender(key: str, name: str, extra_flags: tuple[str, ...]) -> Contend
 
     def prepare(workload: Workload, inputs: list[np.ndarray], settings: Settings) -> Prepared:
         start = time.perf_counter()
-        vmfb = _build(workload.mlir, [*settings.target.compile_flags(), *extra_flags],
+        vmfb = _build(workload.mlir, [*settings.target.iree_default_flags(), *extra_flags],
                       settings.out_dir / "vmfb" / f"{slug(workload)}.{key}.vmfb")
         return _iree_prepared(vmfb, workload, inputs, settings, time.perf_counter() - start,
                               note=" ".join(extra_flags))
@@ -131,7 +131,7 @@ def prepare_iree_rewritten(workload: Workload, inputs: list[np.ndarray], setting
     changed = rewrite_program(workload.mlir, parse_rewrites(settings.rewrites), workload.label)
     if not changed.applied:
         raise Unavailable("skipped", "no program rewrite applies")
-    vmfb = _build(changed.text, settings.target.compile_flags(),
+    vmfb = _build(changed.text, settings.target.iree_default_flags(),
                   settings.out_dir / "vmfb" / f"{slug(workload)}.iree-rw.vmfb")
     return _iree_prepared(vmfb, workload, inputs, settings, time.perf_counter() - start, note=changed.summary())
 

@@ -80,7 +80,13 @@ from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.tuner import TuneOptions, Tuner, tunable_tasks
 from ansor_mlir.tuning.verification import UserProgram
 
-BUILD_HINT = "// Build the tuned program with: iree-compile THIS_FILE -o tuned.vmfb\n"
+
+def flow_build_line(target: Target) -> str:
+    """The first line of a tuned flow-level module: how to build it (with ansor-mlir's codegen flags)."""
+    command = ["iree-compile", "THIS_FILE", *target.codegen_flags(), "-o", "tuned.vmfb"]
+    return f"// Build the tuned program with: {' '.join(command)}\n"
+
+
 # Suffixes that make a `str` a file name rather than MLIR text.
 PATH_SUFFIXES = (".mlir", ".onnx")
 # Longest `str` considered as a file name (longer ones are text).
@@ -492,7 +498,7 @@ def _with_best(text: str, name: str, log: str | Path, tgt: Target) -> str:
                if record.family is not Family.TRANSFORM}
     strategies = best_strategies([task for task, _ in chosen], {t.key: r for t, r in chosen}, tgt)
     tuned, _ = attach_configs(flow, configs, name, strategies)
-    return BUILD_HINT + tuned
+    return flow_build_line(tgt) + tuned
 
 
 def as_the_spec_applies(tasks: Sequence[Task], tuned: dict[str, Record]) -> list[tuple[Task, Record]]:

@@ -63,7 +63,7 @@ def main() -> int:
                                 runtime)
         tuned = api.apply_best(workload.mlir, log, target, workload.label)
         program = args.out / f"{op}.vmfb"
-        built = compile_vmfb(tuned, [], program, timeout_s=600)
+        built = compile_vmfb(tuned, target.codegen_flags(), program, timeout_s=600)
         if not built.ok:
             notes.append(f"{workload.label}: the tuned program did not build: {first_error_line(built.stderr)}")
             continue

@@ -56,9 +56,10 @@ def _run(command: list[str]) -> None:
         raise SystemExit(f"held_out_report: `{' '.join(command)}` failed: {lines[-1] if lines else done.returncode}")
 
 
-def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rewrites: str) -> dict[str, Path]:
+def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rewrites: str,
+              default_flags: list[str]) -> dict[str, Path]:
     """Tune (resuming the log), emit OUT.mlir, the rewritten program and SPEC.mlir, and compile the three
-    programs."""
+    programs (IREE's default with `default_flags`, the tuned ones with `flags`)."""
     from ansor_mlir.mlir.iree_compiler import flow_level_flags, tuning_spec_flags
 
     work.mkdir(parents=True, exist_ok=True)
@@ -76,7 +77,7 @@ def build_all(workload: Workload, work: Path, trials: int, flags: list[str], rew
         _run(["ansor-opt", str(source), f"--ansor-rewrite=rewrites={rewrites}", "-o", str(spec_program)])
         _run(["ansor-opt", str(spec_program), f"--ansor-emit-tuning-spec=log={log}", "-o", str(spec)])
     vmfbs = {name: work / f"{name}.vmfb" for name in BUILDS}
-    _run(["iree-compile", *flags, str(source), "-o", str(vmfbs["iree_default"])])
+    _run(["iree-compile", *default_flags, str(source), "-o", str(vmfbs["iree_default"])])
     _run(["iree-compile", *flags, *flow_level_flags(out.read_text()), str(out), "-o", str(vmfbs["out_mlir"])])
     _run(["iree-compile", *flags, *tuning_spec_flags(spec), str(spec_program), "-o",
           str(vmfbs["tuning_spec"])])
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         workload = make_workload(generator, shape)
         print(f"{name}: tuning {workload.label} ({args.trials} trials)", flush=True)
         rows.append(measure(name, workload, build_all(workload, args.work / name, args.trials, flags,
-                                                         rewrites)))
+                                                         rewrites, target.iree_default_flags())))
         print(rows[-1], flush=True)
     text = markdown(rows, args.trials, flags, rewrites, target.resolved_cpu)
     print(text)

@@ -96,7 +96,7 @@ def build_from_records(run: WorkloadRun, records: list[Record], path: Path, targ
     log.unlink(missing_ok=True)
     append_records(log, records)
     tuned = api.apply_best(run.workload.mlir, log, target, run.workload.label)
-    result = compile_vmfb(tuned, [], path)
+    result = compile_vmfb(tuned, target.codegen_flags(), path)
     if not result.ok:
         raise AnsorError(f"{run.workload.label}: tuned module failed to build: {first_error_line(result.stderr)}")
     return path
@@ -135,7 +135,7 @@ def time_contenders(run: WorkloadRun, budgets: list[int], zero: list[Record], ou
     work.mkdir(parents=True, exist_ok=True)
     label = run.workload.label
     default = work / f"{label}_default.vmfb"
-    result = compile_vmfb(run.workload.mlir, target.compile_flags(), default)
+    result = compile_vmfb(run.workload.mlir, target.iree_default_flags(), default)
     if not result.ok:
         raise AnsorError(f"{label}: IREE default failed to build: {first_error_line(result.stderr)}")
     contenders = [Contender("IREE default", default, run.workload.func_name)]

@@ -64,8 +64,8 @@ def main() -> int:
     try:
         tuned = api.tune(source, target, trials=args.trials, log=args.log, seed=args.seed, cluster=args.cluster)
         with tempfile.TemporaryDirectory() as tmp:
-            default_vmfb = build(text, target.compile_flags(), Path(tmp) / "default.vmfb")
-            tuned_vmfb = build(tuned.module, [], Path(tmp) / "tuned.vmfb")
+            default_vmfb = build(text, target.iree_default_flags(), Path(tmp) / "default.vmfb")
+            tuned_vmfb = build(tuned.module, target.codegen_flags(), Path(tmp) / "tuned.vmfb")
             # Ordinary IREE flows: the tuning spec carries pipeline configurations, the
             # transform library carries winning transform-dialect strategies.
             spec = Path(tmp) / "spec.mlir"

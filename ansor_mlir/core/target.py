@@ -28,6 +28,12 @@ IREE_MAX_NATIVE_VECTORS = 512
 WIDE_REGISTER_FILE_FEATURES = frozenset({"avx512f", "neon", "sve"})
 
 
+# ansor-mlir's own codegen choice for every CPU program it builds: IREE's default build (`-O0` for this flag) ends
+# each vectorized floating-point reduction in ordered scalar adds, which no tuned tile size removes (a softmax's
+# reductions, `docs/program_rewrites.md`); reassociated, they end in vector adds, as PyTorch's kernels and IREE's
+# `-O2` do. `Target.iree_default_flags` leaves it out: the build a benchmark calls IREE's default.
+REASSOCIATE_FP_REDUCTIONS_FLAG = "--iree-llvmcpu-reassociate-fp-reductions=true"
+
 # Programs for threads > 1 take IREE's wait and signal fences and return once their work is queued, so the caller
 # can wait without holding a core the task workers need (`mlir.vm_invoke`, `docs/caller_wait.md`).
 ASYNC_EXECUTION_FLAG = "--iree-execution-model=async-external"
@@ -135,7 +141,12 @@ class Target:
         return max(1, self.vector_bytes // element_bytes)
 
     def compile_flags(self) -> list[str]:
-        """Flags for iree-compile that select this target."""
+        """Flags for iree-compile that select this target, with ansor-mlir's codegen choices (`codegen_flags`):
+        every program ansor-mlir builds, its candidates' and its own IREE-default builds included."""
+        return self.iree_default_flags() + self.codegen_flags()
+
+    def iree_default_flags(self) -> list[str]:
+        """Flags that select this target and nothing else: IREE's own default build of a program for it."""
         if self.gpu is not None:
             return self.gpu.compile_flags() + list(self.extra_flags)
         flags = [
@@ -148,6 +159,11 @@ class Target:
         if self.threads > 1:
             flags.append(ASYNC_EXECUTION_FLAG)  # the caller waits with a yielding poll (`mlir.vm_invoke`)
         return flags + list(self.extra_flags)
+
+    def codegen_flags(self) -> list[str]:
+        """ansor-mlir's codegen choices beyond the target's selection; a flow-level module (which carries its
+        target) is built with these alone."""
+        return [] if self.gpu is not None else [REASSOCIATE_FP_REDUCTIONS_FLAG]
 
     def runtime_device(self) -> str:
         """The IREE runtime device used for timing (one thread = stable timing)."""

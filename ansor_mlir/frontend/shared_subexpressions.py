@@ -145,14 +145,55 @@ def _writes_its_domain(generic: linalg.GenericOp) -> bool:
 
 
 def _rewrite(group: Sequence[_Use]) -> int:
-    """Insert the shared value's generic before the group's first generic; each generic reads it instead."""
+    """The shared value as a second result of the group's first generic where that one reduces and the others
+    are all-parallel (`_carries`), else as a generic of its own before it; the others read it instead."""
     first = _first_in_block(group)
-    with ir.InsertionPoint(first.generic.operation), first.generic.location:
-        shared = _materialize(first)
-    for use in group:
+    others = [use for use in group if use is not first]
+    if _carries(first, others):
+        with ir.InsertionPoint(first.generic.operation), first.generic.location:
+            shared = _with_value_written(first)
+        readers = others
+    else:
+        with ir.InsertionPoint(first.generic.operation), first.generic.location:
+            shared = _materialize(first)
+        readers = list(group)
+    for use in readers:
         with ir.InsertionPoint(use.generic.operation), use.generic.location:
             _read_instead(use, shared)
     return len(group)
+
+
+def _carries(first: _Use, others: Sequence[_Use]) -> bool:
+    """`first` reduces and every other generic is all-parallel: the reduction writes the value as it computes it,
+    and IREE puts it in one dispatch with its elementwise readers, so the value never leaves that dispatch (a
+    generic of its own fused into the dispatch before the reduction's, and was written out and read back)."""
+    iterators = set(loop_structure(first.generic.operation)["iterators"])
+    return "reduction" in iterators and all(
+        set(loop_structure(use.generic.operation)["iterators"]) == {"parallel"} for use in others)
+
+
+def _with_value_written(use: _Use) -> ir.Value:
+    """`use.generic` replaced by one that also writes `use.value` over its whole loop domain (an extra output,
+    identity map, after the others); returns that result."""
+    generic = use.generic
+    body = generic.regions[0].blocks[0]
+    ranges = _loop_ranges(generic)
+    element = use.value.type
+    n_results = len(generic.results)
+    identity = ir.AffineMap.get_identity(len(ranges))
+    new = linalg.GenericOp([*(r.type for r in generic.results), ir.RankedTensorType.get(list(ranges), element)],
+                           list(generic.inputs), [*generic.outputs, tensor.empty(list(ranges), element)],
+                           [*_maps(generic), identity], generic.iterator_types)
+    block = new.regions[0].blocks.append(*[a.type for a in body.arguments], element)
+    mapping = dict(zip(body.arguments, block.arguments, strict=False))
+    terminator = next(op for op in ops_of(body) if op.name == YIELD)
+    with ir.InsertionPoint(block):
+        _clone([op.operation for op in ops_of(body) if op.name != YIELD], mapping)
+        linalg.yield_([mapping.get(v, v) for v in terminator.operands] + [mapping[use.value]])
+    for old, replacement in zip(generic.results, list(new.results)[:n_results], strict=True):
+        old.replace_all_uses_with(replacement)
+    generic.operation.erase()
+    return new.results[n_results]
 
 
 def _first_in_block(group: Sequence[_Use]) -> _Use:

@@ -54,7 +54,7 @@ class LocalBuilder(Builder):
                 return BuildResult(None, ErrorKind.INVALID_SCHEDULE, str(exc), 0.0)
             if item.task_key not in applied:
                 return BuildResult(None, ErrorKind.INVALID_SCHEDULE, "root op not found", 0.0)
-        return self._compile(text, [], item.function, self.timeout_s, start)
+        return self._compile(text, self.target.codegen_flags(), item.function, self.timeout_s, start)
 
     def _build_program(self, item: ProgramBuildInput) -> BuildResult:
         """A whole program from its source: the target's flags, and the item's tuning spec if it has one."""

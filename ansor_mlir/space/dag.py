@@ -257,9 +257,13 @@ class Dag:
                          if it == "parallel" and not any(d in dims for dims in packed))
 
     def rfactor_pays(self, lanes: int) -> bool:
-        """rfactor pays when the innermost loop is a long reduction with no reuse (rows, norms)."""
+        """rfactor pays when the innermost loop is a long reduction with no reuse (rows, norms). A root with
+        several outputs (a reduction that also writes an elementwise value, `frontend.shared_subexpressions`)
+        has no partial-reduction form: `tile_reduction_using_for` rejects it, so no sketch is offered."""
         root = self.ops[self.root]
         if not root.reduction_dims or root.iterator_types[-1] != "reduction":
+            return False
+        if len(root.indexing_maps) - root.num_inputs > 1:
             return False
         return root.extents[-1] >= 2 * lanes and not self.has_reuse()
 
