@@ -57,6 +57,14 @@ def test_softmax_computes_each_exp_once_and_still_matches_numpy(tmp_path):
     np.testing.assert_allclose(got, workload.reference(inputs)[0], rtol=1e-5, atol=1e-6)
     tasks = api.extract_tasks(workload.mlir, pinned_target(AVX2_CPU), rewrites=NAME)
     assert len(tasks) == 2
+    # The sum writes the exps beside itself and IREE keeps them in its dispatch with the division: no dispatch
+    # writes exps out for another to read back (the first returns the row maxima only).
+    first, second = tasks
+    assert first.output_types == ("tensor<16xf32>",)
+    assert "math.exp" in second.func_text and "math.exp" not in first.func_text
+    # That root has two outputs and no partial-reduction form: no rfactor sketch is offered for it.
+    rules = {rule for sketch in api.generate_sketches(second, pinned_target(AVX2_CPU)) for rule in sketch.rules}
+    assert "rfactor" not in rules and "td-multi-level-tiling" in rules
 
 
 def test_a_reduction_and_an_elementwise_op_share_their_exp(tmp_path):

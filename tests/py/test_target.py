@@ -91,3 +91,17 @@ def test_enabled_features_let_later_entries_win():
 def test_unresolved_targets_derive_registers_from_vector_width():
     assert Target(vector_bytes=64).vector_registers == 32
     assert Target(vector_bytes=32).vector_registers == 16
+
+
+def test_ansor_builds_reassociate_fp_reductions_and_iree_default_builds_do_not():
+    """Every CPU program ansor-mlir builds reassociates its floating-point reductions; the build a benchmark calls
+    IREE's default selects the target and nothing else. A CUDA target gets no CPU codegen flag."""
+    from ansor_mlir.core.gpu_target import parse_gpu
+    from ansor_mlir.core.target import REASSOCIATE_FP_REDUCTIONS_FLAG
+
+    cpu = Target(cpu="znver3", threads=2)
+    assert REASSOCIATE_FP_REDUCTIONS_FLAG in cpu.compile_flags()
+    assert REASSOCIATE_FP_REDUCTIONS_FLAG not in cpu.iree_default_flags()
+    assert cpu.compile_flags() == [*cpu.iree_default_flags(), *cpu.codegen_flags()]
+    cuda = Target(backend="cuda", gpu=parse_gpu("sm_80"))
+    assert cuda.codegen_flags() == [] and cuda.compile_flags() == cuda.iree_default_flags()
