@@ -16,6 +16,12 @@ and one of the generics is all-parallel and writes a tensor the size of the
 loop domain (so the new tensor is no larger than what the program already
 writes). The value becomes an elementwise generic of its own, inserted
 before the first of them; each of them reads it instead of computing it.
+Where that first one reduces and the others are all-parallel (the softmax's
+sum, then its division), the reduction writes the value as a second result
+instead: IREE puts it in one dispatch with its elementwise readers, where a
+generic of its own went into the dispatch before and wrote the value out for
+the next one to read back (the softmax on one AVX-512 core: 88 against 124 us
+tuned, with reassociated reductions, `core.target.codegen_flags`).
 """
 
 from __future__ import annotations
