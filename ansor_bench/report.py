@@ -315,7 +315,8 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             "- Layouts: IREE, numpy and TVM take the workloads' own channels-last tensors; PyTorch gets NCHW/OIHW "
             "copies made before timing (its native layout).",
             "- IREE variants: default flags; data tiling `--iree-opt-data-tiling=true`; "
-            "DT+ukernels adds `--iree-llvmcpu-enable-ukernels=all`.",
+            "DT+ukernels adds `--iree-llvmcpu-enable-ukernels=all`. ansor-mlir's own builds (its candidates, its "
+            "programs) add `--iree-llvmcpu-reassociate-fp-reductions=true` (`Target.codegen_flags`).",
         ]),
         f"## Physical limit ({_threads_text(threads)})",
         f"- Peak f32: **{r.peak_flops / 1e9:.1f} GFLOP/s** ({r.peak_method}).\n"
