@@ -640,7 +640,8 @@ def compile(
 
     Without `log`, IREE's own configurations (the untuned baseline, built from
     the same imported IR after the same program rewrites; `rewrites="none"`:
-    the IR as imported). With it, the same build plus a tuning spec carrying
+    the IR as imported), with ansor-mlir's codegen flags as every build here
+    (`Target.codegen_flags`: reassociated FP reductions). With it, the same build plus a tuning spec carrying
     the records (`--iree-codegen-tuning-spec-path`), so a task whose best is
     IREE's default is built exactly as the baseline builds it (re-entering
     IREE at its dispatches instead ran a model's weight transforms on every

@@ -69,7 +69,8 @@ class LocalBuilder(Builder):
             return self._compile(item.source_text, flags, item.function, item.timeout_s or self.timeout_s, start)
 
     def _compile(self, text: str, flags: list[str], function: str, timeout_s: float, start: float) -> BuildResult:
-        """`text` to a program (a flow-level module carries its target: no flags needed)."""
+        """`text` to a program with `flags` (a flow-level module carries its target: it takes the target's
+        codegen flags alone, `Target.codegen_flags`)."""
         with tempfile.TemporaryDirectory(prefix="ansor_build_") as tmp:
             out = Path(tmp) / "program.vmfb"
             result = compile_vmfb(text, flags, out, timeout_s=timeout_s, memory_bytes=self.memory_bytes)
