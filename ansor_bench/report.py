@@ -22,6 +22,7 @@ from rich.table import Table
 
 from ansor_bench.roofline import Roofline
 from ansor_bench.suite import OK, Cell, Curve, geomean_speedup, speedup
+from ansor_mlir.core.target import REASSOCIATE_FP_REDUCTIONS_FLAG
 
 BASELINES = ("IREE default", "PyTorch", "TVM MetaSchedule")
 TUNED = "ansor-mlir tuned"
@@ -316,7 +317,7 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             "copies made before timing (its native layout).",
             "- IREE variants: default flags; data tiling `--iree-opt-data-tiling=true`; "
             "DT+ukernels adds `--iree-llvmcpu-enable-ukernels=all`. ansor-mlir's own builds (its candidates, its "
-            "programs) add `--iree-llvmcpu-reassociate-fp-reductions=true` (`Target.codegen_flags`).",
+            f"programs) add `{REASSOCIATE_FP_REDUCTIONS_FLAG}` (`Target.codegen_flags`).",
         ]),
         f"## Physical limit ({_threads_text(threads)})",
         f"- Peak f32: **{r.peak_flops / 1e9:.1f} GFLOP/s** ({r.peak_method}).\n"

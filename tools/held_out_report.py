@@ -126,6 +126,8 @@ def search_speedups(log: Path) -> list[float]:
 
 
 def markdown(rows: list[dict], trials: int, flags: list[str], rewrites: str, cpu: str) -> str:
+    from ansor_mlir.core.target import REASSOCIATE_FP_REDUCTIONS_FLAG
+
     lines = [
         "# Held-out shapes through ordinary IREE flows",
         "",
@@ -138,7 +140,7 @@ def markdown(rows: list[dict], trials: int, flags: list[str], rewrites: str, cpu
         "where it holds a fused pad), and from the program after its rewrites (`ansor-opt --ansor-rewrite`; the "
         "input itself when none applies, or when the log records that the rewrites lost) with the emitted tuning spec "
         f"(`--iree-codegen-tuning-spec-path=SPEC.mlir`). Compile flags of the two tuned builds: `{' '.join(flags)}`; "
-        "IREE's default is built with the target's flags alone (no `--iree-llvmcpu-reassociate-fp-reductions`, "
+        f"IREE's default is built with the target's flags alone (no `{REASSOCIATE_FP_REDUCTIONS_FLAG}`, "
         "`core.target.Target.iree_default_flags`). The three programs "
         "are timed alternately (15 rounds) through the VM with their inputs placed on the device once "
         "(`measure.vm_call.timed_call`: no copies in or out); every output is checked against numpy. IREE's "
