@@ -48,6 +48,7 @@ from ansor_mlir.core.target import ASYNC_EXECUTION_FLAG, detect_host  # noqa: E4
 from ansor_mlir.frontend.target_resolution import resolve_target  # noqa: E402
 from ansor_mlir.measure.round_order import round_order  # noqa: E402
 from ansor_mlir.mlir.iree_compiler import compile_vmfb  # noqa: E402
+from ansor_mlir.mlir.runtime_device import runtime_device  # noqa: E402
 from ansor_mlir.mlir.vm_invoke import bound_call, fenced_call  # noqa: E402
 
 SHAPES = {"GMM": (1, 128, 128, 128), "softmax": (1536, 128), "NRM": (1, 256, 256)}
@@ -122,7 +123,7 @@ def report_op(name: str, threads: int, rounds: int, round_s: float, out_dir: Pat
         built = compile_vmfb(workload.mlir, [*base, *extra], vmfbs[model])
         if not built.ok:
             return [f"{name}: IREE did not build it ({model}): {built.stderr.strip().splitlines()[-1:]}"]
-    device = rt.get_device(target.runtime_device())
+    device = runtime_device(target.runtime_device())
     inputs = workload.inputs()
     arrays = [rt.asdevicearray(device, x) for x in inputs]
     reference = workload.reference(inputs)[0]

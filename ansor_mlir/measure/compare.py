@@ -17,6 +17,7 @@ import numpy as np
 
 from ansor_mlir.measure.round_order import round_order
 from ansor_mlir.measure.vm_call import placements, prepared_calls
+from ansor_mlir.mlir.runtime_device import runtime_config
 from ansor_mlir.mlir.vm_invoke import call_outputs
 
 
@@ -35,7 +36,7 @@ class Contender:
 def load_function(vmfb: Path | bytes, function: str, device: str = "local-sync"):
     import iree.runtime as rt
 
-    config = rt.Config(device)
+    config = runtime_config(device)
     ctx = rt.SystemContext(config=config)
     data = vmfb if isinstance(vmfb, bytes) else vmfb.read_bytes()
     ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, data))
@@ -66,7 +67,7 @@ def time_alternately(
     """
     import iree.runtime as rt
 
-    config = rt.Config(device)
+    config = runtime_config(device)
     loaded = {}
     host = [np.ascontiguousarray(x) for x in inputs]
     rotation = placements(config.device, inputs)

@@ -27,6 +27,7 @@ import numpy as np
 from ansor_mlir.measure.arrays import is_floating, save_array  # also teaches np.load the ml_dtypes types
 from ansor_mlir.measure.round_order import round_order
 from ansor_mlir.measure.vm_call import placements, prepared_calls
+from ansor_mlir.mlir.runtime_device import runtime_config
 from ansor_mlir.mlir.vm_invoke import call_outputs
 
 # A call this slow is timed with no extra warm-up and fewer repeats.
@@ -106,7 +107,7 @@ def timed_in_blocks(placed: list[Callable[[], object]], min_repeats: int, max_re
 def time_module(request: dict) -> dict:
     import iree.runtime as rt
 
-    config = rt.Config(request["device"])
+    config = runtime_config(request["device"])
     fn = load_function(config, request["vmfb"], request)
     inputs = [np.load(path) for path in request["inputs"]]
     args = [rt.asdevicearray(config.device, x) for x in inputs]
@@ -152,7 +153,7 @@ def compare_modules(request: dict) -> dict:
     # One device per runtime device named (`devices`: one per program, else `device` for all): the programs
     # of a device share its freshly placed inputs, round by round.
     names = request.get("devices") or [request["device"]] * len(request["compare"])
-    configs = {name: rt.Config(name) for name in dict.fromkeys(names)}
+    configs = {name: runtime_config(name) for name in dict.fromkeys(names)}
     loaded, outputs = [], []
     for path, name in zip(request["compare"], names, strict=True):
         config = configs[name]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.mlir.runtime_device import runtime_config
 from ansor_mlir.mlir.vm_invoke import call_outputs
 
 
@@ -64,7 +65,7 @@ class CompiledModel:
         """The runtime's config (its device) and the bound function, made on first use."""
         import iree.runtime as rt
 
-        config = rt.Config(self.device)
+        config = runtime_config(self.device)
         modules = []
         if self.parameters:
             index = rt.ParameterIndex()
