@@ -304,7 +304,9 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             f"TVM MetaSchedule {b['tvm_trials']} trials per op; shapes: {b['shapes']}.",
             f"- Program rewrites (ansor-mlir's `rewrites=`): {b.get('rewrites') or 'the default set'}.",
             "- IREE programs are timed through the VM's invoke with argument lists built once "
-            "(`ansor_mlir/measure/vm_call.py`); they still allocate their outputs on every call.",
+            "(`ansor_mlir/measure/vm_call.py`); they still allocate their outputs on every call, from IREE's caching "
+            "allocator on the CPU drivers, which hands freed blocks back without zero-filling them "
+            "(`ansor_mlir/mlir/runtime_device.py`).",
             f"- Threads: {threads} everywhere (IREE `{device}`, `torch.set_num_threads({threads})`, "
             f"OMP/OPENBLAS/MKL/TVM_NUM_THREADS={threads}, TVM target `num-cores` {threads}).{chosen}",
             f"- Timing: all correct contenders of an op timed alternately in {b['rounds']} rounds of at least "
