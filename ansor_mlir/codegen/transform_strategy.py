@@ -352,7 +352,7 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
             sizes = [0 if cut else size for size, cut in zip(sizes, deferred, strict=True)]
         if packed and is_register_level(level):
             if level == "vector_common_parallel":
-                handles[dag.root] = _pack_root(s, handles[dag.root], dag, tiles)
+                handles[dag.root] = _pack_root(s, handles[dag.root], dag, tiles, _pack_block(sketch))
                 if fill is not None:
                     # The packed output's pad, reshape and identity transpose fold into the fill, which then
                     # feeds the packed root directly.
@@ -581,14 +581,19 @@ def _parallel_tiles_first(sketch: Sketch, tiles: Resolved) -> bool:
     return REDUCTION not in kinds or SPATIAL not in kinds[kinds.index(REDUCTION):]
 
 
-def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved) -> ir.Value:
+def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved, block: int = 0) -> ir.Value:
     """Pack the root's operands along the vector loop by the register tile `nr`, above the register levels.
 
     Every operand indexed by the vector loop gets a `[..., nr]` inner tile
     (`transform.structured.pack`): the output's is a reshape (the vector loop
     is already innermost), a transposed input's (`K[j, h, k]` ->
-    `[j/nr, h, k, nr]`) is a real transpose, tiled into `nr x gcd(k, nr)`
-    vector transposes. The packed root has one more loop (the inner `nr`).
+    `[j/nr, h, k, nr]`) is a real transpose, tiled into `block x block`
+    vector transposes where `block` divides `nr` (`Pack.block`; else, or 0,
+    `gcd(k, nr) x nr`). The packed root has one more loop (the inner `nr`).
+
+    LLVM transposes a 4x4 f32 block with in-lane shuffles; a 32x32 block (TBS's `nr`) took index-vector
+    permutes and spilled: 2288 instructions per block, 225 spill stores, and the packing cost 15% of the
+    call (AVX-512 Intel guest, TBS(1,128,12,64): 173 -> 150 us with 4x4 blocks, 8x8 157, 16x16 171).
     """
     root = dag.ops[dag.root]
     vector_dim = vector_loop(root)
@@ -605,8 +610,9 @@ def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved) -> ir.Va
         if operand < root.num_inputs:
             # The transpose's loops are the packed operand's dims: tile all but its two innermost.
             inner = dims[-1][0]
-            transpose_tiles = [1] * len(dims) + [0]
-            transpose_tiles[-2] = gcd(extents[inner], nr)
+            side = block if block and nr % block == 0 else nr
+            transpose_tiles = [1] * len(dims) + [side if side < nr else 0]
+            transpose_tiles[-2] = gcd(extents[inner], side)
             s.tile_for(lowered[2], transpose_tiles)
     with _named("unpack"):
         unpack = transform.GetConsumersOfResult(_op_type("linalg.unpack"), packed, 0).result
@@ -614,6 +620,12 @@ def _pack_root(s: _Script, handle: ir.Value, dag: Dag, tiles: Resolved) -> ir.Va
                              _op_type("tensor.extract_slice"), _op_type("linalg.copy"), unpack)
     with _named("packed_any"):
         return transform.CastOp(_any(), packed).result
+
+
+def _pack_block(sketch: Sketch) -> int:
+    """The transpose block of a packed sketch's `Pack` step (0 for a trace recorded without one)."""
+    pack = sketch.step(Pack)
+    return pack.block if isinstance(pack, Pack) else 0
 
 
 def _loop_position(sizes: list[int], dim: int) -> int:

@@ -228,9 +228,15 @@ class Pad(Step):
 
 @dataclass(frozen=True)
 class Pack(Step):
-    """The root packed by its register vector tile above the register levels (`[j/nr, k, nr]` panels)."""
+    """The root packed by its register vector tile above the register levels (`[j/nr, k, nr]` panels); a
+    transposed operand's panel is transposed in `block x block` tiles (`Target.transpose_block`; 0: one tile
+    of `nr` columns, as traces recorded before the block existed were built)."""
 
     kind: ClassVar[str] = "pack"
+    block: int = 0
+
+    def params(self) -> dict:
+        return {"block": self.block} if self.block else {}
 
 
 @dataclass(frozen=True)
@@ -357,6 +363,8 @@ def step_from_dict(data: dict) -> Step:
         return UseIreeDefault(knobs, IreeConfig.from_dict(config) if config else None)
     if cls is ConfigurePipeline:
         return ConfigurePipeline(knobs, str(data["pipeline"]))
+    if cls is Pack:
+        return Pack(knobs, int(data.get("block", 0)))
     if cls is MicroKernel:
         return MicroKernel(knobs, int(data["rows"]), int(data["cols"]), bool(data.get("unrolled", False)))
     if cls is MapToGpu:

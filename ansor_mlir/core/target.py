@@ -78,6 +78,9 @@ class Target:
     resolved_cpu: str = ""
     cpu_features: tuple[str, ...] = field(default_factory=tuple)
     stack_limit_bytes: int = IREE_STACK_LIMIT_BYTES
+    # The widest block LLVM transposes with in-lane shuffles alone: x86's `unpck`/`shufps` and AArch64's
+    # `zip`/`trn` work within 128-bit lanes. Wider blocks take index-vector permutes and spill (`Pack.block`).
+    shuffle_lane_bytes: int = 16
     # A CUDA target's device (`backend="cuda"`); None for CPUs.
     gpu: GpuSpec | None = None
 
@@ -139,6 +142,10 @@ class Target:
 
     def vector_lanes(self, element_bytes: int) -> int:
         return max(1, self.vector_bytes // element_bytes)
+
+    def transpose_block(self, element_bytes: int) -> int:
+        """Elements per side of the square blocks a packed operand's transpose is cut into."""
+        return max(1, self.shuffle_lane_bytes // element_bytes)
 
     def compile_flags(self) -> list[str]:
         """Flags for iree-compile that select this target, with ansor-mlir's codegen choices (`codegen_flags`):

@@ -78,7 +78,7 @@ def consumer_knobs(dag: Dag) -> list[TileKnob]:
 
 def transform_steps(
     dag: Dag, levels: tuple[str, ...], *, rfactor: bool = False, padded: bool = False, packed: bool = False,
-    decomposed: bool = False,
+    decomposed: bool = False, pack_block: int = 0,
 ) -> tuple[Step, ...]:
     """The trace of a transform sketch: multi-level tiling and fusion, the structural primitives asked for,
     then the consumer placement, cache write and vector lowering decisions the DAG calls for.
@@ -88,7 +88,7 @@ def transform_steps(
     """
     root = dag.ops[dag.root]
     steps: list[Step] = [TileAndFuse((*tiling_knobs(dag, levels, padded, decomposed), *consumer_knobs(dag)))]
-    steps += [step for wanted, step in ((packed, Pack()), (padded, Pad()), (decomposed, Decompose()),
+    steps += [step for wanted, step in ((packed, Pack(block=pack_block)), (padded, Pad()), (decomposed, Decompose()),
                                         (rfactor, Rfactor())) if wanted]
     if dag.consumers:
         steps.append(FuseConsumers(() if packed else (FUSION,)))
@@ -103,7 +103,7 @@ def transform_steps(
 
 def micro_kernel_steps(
     dag: Dag, levels: tuple[str, ...], rows: int, cols: int, shapes: tuple[str, ...], packed: bool = False,
-    unrolled: bool = False,
+    unrolled: bool = False, pack_block: int = 0,
 ) -> tuple[Step, ...]:
     """The trace of a micro-kernel sketch: workgroup and cache tiles of every loop (the cache blocking `mc`,
     `nc`, `kc`), the register tile one of `shapes` (`MRxNR` over loops `rows` and `cols`), the innermost
@@ -123,7 +123,7 @@ def micro_kernel_steps(
         kept = tuple(lv for lv in knob.levels if lv in cache or innermost_reduction)
         if kept:
             knobs.append(TileKnob(knob.name, knob.dim, knob.extent, kept))
-    steps: list[Step] = [TileAndFuse((*knobs, *consumer_knobs(dag))), *([Pack()] if packed else []),
+    steps: list[Step] = [TileAndFuse((*knobs, *consumer_knobs(dag))), *([Pack(block=pack_block)] if packed else []),
                          MicroKernel((ChoiceKnob("micro_kernel", shapes),), rows, cols, unrolled)]
     if dag.consumers:
         # A packed root runs its consumers after it, as in `transform_steps`.

@@ -223,7 +223,8 @@ class TransformPackingRule:
         dag = dags.task_dag(task)
         assert dag is not None
         levels = TransformTilingRule(with_cache=True).levels()
-        steps = decisions.transform_steps(dag, levels, packed=True)
+        steps = decisions.transform_steps(dag, levels, packed=True,
+                                         pack_block=target.transpose_block(task.root.element_bytes))
         return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, steps,
                        ("td-multi-level-tiling-cached", self.name))]
 
@@ -344,7 +345,8 @@ class TransformMicroKernelRule:
         assert dag is not None and loops is not None
         levels = TransformTilingRule(with_cache=True).levels()
         packed = self._packed(task)
-        steps = decisions.micro_kernel_steps(dag, levels, loops.rows, loops.cols, shapes, packed=packed)
+        steps = decisions.micro_kernel_steps(dag, levels, loops.rows, loops.cols, shapes, packed=packed,
+                                             pack_block=target.transpose_block(task.root.element_bytes))
         packing = ("packing",) if packed else ()
         return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, steps,
                        ("td-multi-level-tiling-cached", *packing, self.name))]
@@ -430,11 +432,13 @@ class TransformImplicitGemmRule:
         shapes = micro_kernel.register_shapes(root.extents[loops.rows], root.extents[loops.cols], target,
                                               task.root.element_bytes) if loops else ()
         packing = ("packing",) if packed else ()
+        block = target.transpose_block(task.root.element_bytes)
         if loops and shapes:
-            steps = decisions.micro_kernel_steps(gemm, levels, loops.rows, loops.cols, shapes, packed=packed)
+            steps = decisions.micro_kernel_steps(gemm, levels, loops.rows, loops.cols, shapes, packed=packed,
+                                                 pack_block=block)
             rules: tuple[str, ...] = ("td-multi-level-tiling-cached", self.name, *packing, "micro-kernel")
         else:
-            steps = decisions.transform_steps(gemm, levels, packed=packed)
+            steps = decisions.transform_steps(gemm, levels, packed=packed, pack_block=block)
             rules = ("td-multi-level-tiling-cached", self.name, *packing)
         channels = implicit_gemm.channel_run(dag.ops[dag.root])
         if channels >= target.vector_lanes(task.root.element_bytes) // 2:
