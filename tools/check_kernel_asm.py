@@ -1,10 +1,13 @@
-"""Check the best tuned candidates' assembly: FMAs in the hot loop, no spills, stores or gathers there.
+"""Check the best tuned candidates' assembly: FMAs in the hot loop, no spills, stores or gathers there, and no
+spill in any other innermost loop (a panel's packing beside a clean micro-kernel).
 
 For each task of the input with records in the log (for this target), the
 `--top` fastest measured candidates are rebuilt from their traces, compiled
 with IREE's executable dump, and the innermost loop with the most FMAs is
-read from the x86-64 assembly (`ansor_mlir.measure.kernel_asm`). Exits 1
-when a checked candidate's hot loop is not a micro-kernel (with `--strict`).
+read from the x86-64 assembly (`ansor_mlir.measure.kernel_asm`), with the
+count of the dispatch's other innermost loops that spill. Exits 1 when a
+checked candidate's hot loop is not a micro-kernel or another loop spills
+(with `--strict`).
 
     python tools/check_kernel_asm.py ansor_mlir/examples/matmul_bias_relu.mlir --log L.jsonl --top 3
     python tools/check_kernel_asm.py --asm dump/module_x_dispatch_0_embedded_elf_x86_64.s
@@ -26,7 +29,7 @@ from ansor_mlir.database.records import Record, for_target, read_records
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.kernel_asm import LoopReport, dump_assembly, hot_loop
+from ansor_mlir.measure.kernel_asm import LoopReport, dump_assembly, hot_loop, spilling_loops
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.tuning.tuner import task_module
 
@@ -46,11 +49,14 @@ def candidate_module(task, record: Record, target: Target) -> str:
     return attach_configs(flow, {task.key: (record.root_index, record.config)}, task.name, {})[0]
 
 
-def kernel_report(module_text: str) -> LoopReport | None:
-    """The hot loop over every dispatch of a module (the one with the most FMAs)."""
+def kernel_report(module_text: str) -> tuple[LoopReport | None, int]:
+    """The hot loop over every dispatch of a module (the one with the most FMAs), and how many other innermost
+    loops spill (a transpose or copy loop beside a clean micro-kernel)."""
     with tempfile.TemporaryDirectory(prefix="ansor_asm_") as tmp:
-        reports = [hot_loop(path.read_text()) for path in dump_assembly(module_text, Path(tmp))]
-    return max((r for r in reports if r is not None), key=lambda r: r.fmas, default=None)
+        assembly = [path.read_text() for path in dump_assembly(module_text, Path(tmp))]
+    hot = max((r for r in map(hot_loop, assembly) if r is not None), key=lambda r: r.fmas, default=None)
+    spilling = [r for text in assembly for r in spilling_loops(text) if r != hot]
+    return hot, len(spilling)
 
 
 def row(cells: list[str]) -> str:
@@ -63,20 +69,20 @@ def check_log(source: Path, log: Path, target: Target, top: int) -> list[tuple[s
                and r.program is None and r.sketch is not None]
     if not records:
         raise AnsorError(f"{log}: no measured record for target {target.key}: tune {source} for it first")
-    print(row(["task", "rank", "median ms", "sketch", *COLUMNS, "micro-kernel"]))
-    print(row(["---"] * (len(COLUMNS) + 5)))
+    print(row(["task", "rank", "median ms", "sketch", *COLUMNS, "other loops spilling", "micro-kernel"]))
+    print(row(["---"] * (len(COLUMNS) + 6)))
     checked = []
     for task in extract_tasks(text, target, source.stem):
         fastest: dict[str, Record] = {}
         for record in sorted((r for r in records if r.task_key == task.key), key=lambda r: r.result.median_s):
             fastest.setdefault(record.candidate.identity, record)
         for rank, record in enumerate(list(fastest.values())[:top]):
-            report = kernel_report(candidate_module(task, record, target))
+            report, spilling = kernel_report(candidate_module(task, record, target))
             cells = [str(getattr(report, c)) for c in COLUMNS] if report else ["-"] * len(COLUMNS)
-            verdict = "yes" if report and report.is_micro_kernel else "NO"
+            clean = report is not None and report.is_micro_kernel and not spilling
             print(row([task.name, str(rank + 1), f"{record.result.median_s * 1e3:.3f}", "+".join(record.rules),
-                       *cells, verdict]), flush=True)
-            checked.append((f"{task.name}#{rank + 1}", report))
+                       *cells, str(spilling), "yes" if clean else "NO"]), flush=True)
+            checked.append((f"{task.name}#{rank + 1}", report if clean else None))
     return checked
 
 
@@ -87,13 +93,18 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=3, help="fastest candidates checked per task")
     parser.add_argument("--cpu", default="host", help="target CPU the log was tuned for")
     parser.add_argument("--asm", type=Path, help="check one assembly file instead")
-    parser.add_argument("--strict", action="store_true", help="exit 1 unless every hot loop is a micro-kernel")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 unless every hot loop is a micro-kernel and no other loop spills")
     args = parser.parse_args()
     try:
         if args.asm:
-            report = hot_loop(args.asm.read_text())
+            text = args.asm.read_text()
+            report = hot_loop(text)
+            spilling = [r.label for r in spilling_loops(text) if r != report]
             print(report.to_dict() if report else f"{args.asm}: no loop found")
-            checked = [(str(args.asm), report)]
+            if spilling:
+                print(f"other loops that spill: {', '.join(spilling)}")
+            checked = [(str(args.asm), None if spilling else report)]
         else:
             if args.source is None or args.log is None:
                 parser.error("give the tuned input and --log, or --asm FILE")
@@ -104,8 +115,8 @@ def main() -> int:
         return 2
     bad = [name for name, report in checked if report is None or not report.is_micro_kernel]
     if bad:
-        print(f"hot loops that are not micro-kernels (FMAs, no spills, stores or gathers): {', '.join(bad)}",
-              file=sys.stderr)
+        print(f"kernels whose hot loop is not a micro-kernel (FMAs, no spills, stores or gathers) or whose other "
+              f"loops spill: {', '.join(bad)}", file=sys.stderr)
     return 1 if bad and args.strict else 0
 
 

@@ -166,6 +166,13 @@ def hot_loop(assembly: str) -> LoopReport | None:
     return max(reports, key=lambda r: (r.fmas, r.instructions), default=None)
 
 
+def spilling_loops(assembly: str) -> list[LoopReport]:
+    """Every innermost loop of a dispatch function that spills or reloads: the hot loop can be clean while
+    another is not (TBS's panel packing spilled 225 times per transpose block beside a clean micro-kernel)."""
+    reports = [analyze_loop(label, body) for label, body in innermost_loops(dispatch_code(assembly))]
+    return [r for r in reports if r.spills]
+
+
 def dump_assembly(module_text: str, workdir: Path, flags: list[str] | None = None) -> list[Path]:
     """Compile a module (IREE's flow-level or input IR, configurations attached) and return the assembly
     files of its dispatches. A module whose target is baked in needs no target flags."""
