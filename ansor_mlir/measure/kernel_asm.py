@@ -160,17 +160,20 @@ def dispatch_code(assembly: str) -> str:
     return "\n".join(kept) if found else assembly
 
 
+def loop_reports(assembly: str) -> list[LoopReport]:
+    """Every innermost loop of the dispatch functions, counted."""
+    return [analyze_loop(label, body) for label, body in innermost_loops(dispatch_code(assembly))]
+
+
 def hot_loop(assembly: str) -> LoopReport | None:
     """The innermost loop of a dispatch function with the most FMAs (the micro-kernel, when there is one)."""
-    reports = [analyze_loop(label, body) for label, body in innermost_loops(dispatch_code(assembly))]
-    return max(reports, key=lambda r: (r.fmas, r.instructions), default=None)
+    return max(loop_reports(assembly), key=lambda r: (r.fmas, r.instructions), default=None)
 
 
 def spilling_loops(assembly: str) -> list[LoopReport]:
     """Every innermost loop of a dispatch function that spills or reloads: the hot loop can be clean while
     another is not (TBS's panel packing spilled 225 times per transpose block beside a clean micro-kernel)."""
-    reports = [analyze_loop(label, body) for label, body in innermost_loops(dispatch_code(assembly))]
-    return [r for r in reports if r.spills]
+    return [r for r in loop_reports(assembly) if r.spills]
 
 
 def dump_assembly(module_text: str, workdir: Path, flags: list[str] | None = None) -> list[Path]:

@@ -14,7 +14,7 @@ from ansor_mlir.codegen.tuning_spec import attach_configs
 from ansor_mlir.core.schedule import Candidate, MicroKernel, Pack, micro_kernel_shape
 from ansor_mlir.core.task import main_task
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.kernel_asm import analyze_loop, dispatch_code, dump_assembly, innermost_loops
+from ansor_mlir.measure.kernel_asm import dump_assembly, loop_reports
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.dag import task_dag
@@ -144,7 +144,6 @@ def test_transposed_panels_are_packed_in_shuffle_lane_blocks_without_spills(cpu,
     name = strategy_name(task, candidate)
     flow = compile_to_phase(task_module(task), target.compile_flags(), "flow", task.name)
     module = attach_configs(flow, {}, task.name, {task.key: (name, render_strategy(sketch, candidate, task, name))})[0]
-    loops = [analyze_loop(label, body) for path in dump_assembly(module, tmp_path)
-             for label, body in innermost_loops(dispatch_code(path.read_text()))]
+    loops = [loop for path in dump_assembly(module, tmp_path) for loop in loop_reports(path.read_text())]
     assert any(loop.is_micro_kernel for loop in loops)
     assert not [loop.label for loop in loops if loop.spills], "a loop of the packed kernel spills"
