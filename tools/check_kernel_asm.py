@@ -29,7 +29,7 @@ from ansor_mlir.database.records import Record, for_target, read_records
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.measure.kernel_asm import LoopReport, dump_assembly, hot_loop, spilling_loops
+from ansor_mlir.measure.kernel_asm import LoopReport, dump_assembly, hot_and_spilling
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
 from ansor_mlir.tuning.tuner import task_module
 
@@ -53,9 +53,7 @@ def kernel_report(module_text: str) -> tuple[LoopReport | None, int]:
     """The hot loop over every dispatch of a module (the one with the most FMAs), and how many other innermost
     loops spill (a transpose or copy loop beside a clean micro-kernel)."""
     with tempfile.TemporaryDirectory(prefix="ansor_asm_") as tmp:
-        assembly = [path.read_text() for path in dump_assembly(module_text, Path(tmp))]
-    hot = max((r for r in map(hot_loop, assembly) if r is not None), key=lambda r: r.fmas, default=None)
-    spilling = [r for text in assembly for r in spilling_loops(text) if r != hot]
+        hot, spilling = hot_and_spilling([path.read_text() for path in dump_assembly(module_text, Path(tmp))])
     return hot, len(spilling)
 
 
@@ -98,9 +96,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         if args.asm:
-            text = args.asm.read_text()
-            report = hot_loop(text)
-            spilling = [r.label for r in spilling_loops(text) if r != report]
+            report, spilling = hot_and_spilling([args.asm.read_text()])
             print(report.to_dict() if report else f"{args.asm}: no loop found")
             if spilling:
                 print(f"other loops that spill: {', '.join(spilling)}")

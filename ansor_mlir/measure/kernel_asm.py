@@ -12,6 +12,7 @@ and counts, in the loop with the most FMAs, what each instruction is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -170,10 +171,13 @@ def hot_loop(assembly: str) -> LoopReport | None:
     return max(loop_reports(assembly), key=lambda r: (r.fmas, r.instructions), default=None)
 
 
-def spilling_loops(assembly: str) -> list[LoopReport]:
-    """Every innermost loop of a dispatch function that spills or reloads: the hot loop can be clean while
-    another is not (TBS's panel packing spilled 225 times per transpose block beside a clean micro-kernel)."""
-    return [r for r in loop_reports(assembly) if r.spills]
+def hot_and_spilling(assemblies: Sequence[str]) -> tuple[LoopReport | None, list[str]]:
+    """Over every dispatch of a module's assembly files: the hot loop (`hot_loop`'s rule) and the labels of the
+    other innermost loops that spill or reload. The hot loop can be clean while another is not (TBS's panel
+    packing spilled 225 times per transpose block beside a clean micro-kernel)."""
+    loops = [loop for text in assemblies for loop in loop_reports(text)]
+    hot = max(loops, key=lambda r: (r.fmas, r.instructions), default=None)
+    return hot, [loop.label for loop in loops if loop.spills and loop is not hot]
 
 
 def dump_assembly(module_text: str, workdir: Path, flags: list[str] | None = None) -> list[Path]:

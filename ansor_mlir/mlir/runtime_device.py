@@ -34,8 +34,7 @@ def runtime_device(device_uri: str):
 
     if not pools_host_memory(device_uri):
         return rt.get_device(device_uri)
-    device = rt.get_driver(device_uri).create_device_by_uri(device_uri, allocators=list(POOLED_ALLOCATORS))
-    return device
+    return rt.get_driver(device_uri).create_device_by_uri(device_uri, allocators=list(POOLED_ALLOCATORS))
 
 
 def runtime_config(device_uri: str):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansor_mlir.measure.kernel_asm import hot_loop, innermost_loops, spilling_loops
+from ansor_mlir.measure.kernel_asm import hot_and_spilling, hot_loop, innermost_loops
 
 CLEAN = """
 kernel:
@@ -94,7 +94,9 @@ def test_broadcasts_of_registers_are_shuffles_and_broadcasts_from_memory_are_loa
 
 def test_a_spilling_loop_beside_a_clean_hot_loop_is_found():
     """TBS's panel packing spilled beside a clean micro-kernel: the hot loop alone did not show it."""
-    text = CLEAN + SPILLING
-    assert hot_loop(text).label == ".LBB0_2" and hot_loop(text).is_micro_kernel
-    assert [loop.label for loop in spilling_loops(text)] == [".LBB1_4"]
-    assert spilling_loops(CLEAN) == []
+    hot, spilling = hot_and_spilling([CLEAN, SPILLING])
+    assert hot.label == ".LBB0_2" and hot.is_micro_kernel
+    assert spilling == [".LBB1_4"]
+    assert hot_and_spilling([CLEAN])[1] == []
+    hot, spilling = hot_and_spilling([SPILLING])
+    assert hot.label == ".LBB1_4" and spilling == []  # the hot loop's own spills are its verdict's, not counted
