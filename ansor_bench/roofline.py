@@ -138,6 +138,33 @@ def _compile_kernel(workdir: Path, vector_bytes: int) -> ctypes.CDLL | None:
     return dll
 
 
+@dataclass(frozen=True)
+class PeakCall:
+    """A call of the peak's FMA kernel sized to about `flops`, to time beside a program: its median over the same
+    alternated rounds is the peak in the program's conditions (the host's clock and load), not in the best moment
+    of a separate measurement."""
+
+    call: object  # zero-argument callable
+    flops: float
+    method: str
+
+
+def peak_call(workdir: Path, flops: float) -> PeakCall | None:
+    """The FMA kernel (`measure_roofline`'s) as a call of about `flops` FLOPs; None without a C compiler."""
+    vector_bytes = _vector_bytes()
+    dll = _compile_kernel(workdir, vector_bytes)
+    if dll is None:
+        return None
+    per_iter = 2 * fma_chains(vector_bytes) * (vector_bytes // 4)
+    iters = max(1, round(flops / per_iter))
+    return PeakCall(lambda: dll.fma_peak(iters), float(per_iter * iters), _peak_method(vector_bytes))
+
+
+def _peak_method(vector_bytes: int) -> str:
+    return (f"C kernel, {fma_chains(vector_bytes)} independent {vector_bytes * 8}-bit FMA chains "
+            "(gcc -O3 -march=native)")
+
+
 def _stream_elements(last_level_cache: int) -> int:
     """Triad arrays of 4x the last-level cache (STREAM's rule), capped at 256 MiB each."""
     return min(max(4 * last_level_cache, 64 << 20), 256 << 20) // 4
@@ -174,8 +201,7 @@ def measure_roofline(last_level_cache: int = 32 << 20, quick: bool = False,
             iters = 2_000_000 if quick else 4_000_000
             seconds = _best_of(lambda: dll.fma_peak(iters), repeats)
             peak = 2.0 * fma_chains(vector_bytes) * (vector_bytes // 4) * iters / seconds
-            peak_method = (f"C kernel, {fma_chains(vector_bytes)} independent {vector_bytes * 8}-bit FMA chains "
-                           "(gcc -O3 -march=native)")
+            peak_method = _peak_method(vector_bytes)
             ptrs = [x.ctypes.data for x in (a, b, c)]
             seconds = _best_of(lambda: dll.triad(*ptrs, n, 3.0), repeats)
             bandwidth = 3 * 4 * n / seconds

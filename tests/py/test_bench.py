@@ -6,6 +6,7 @@ import ast
 import csv
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -93,10 +94,21 @@ def test_quick_run_writes_csv_json_plots_and_markdown(tmp_path):
     text = windows.read_text()
     assert "| GMM(1,32,32,32) | local-sync |" in text and "0.3 s windows: min / median / max" in text
     assert data["meta"]["command"] in text and "| C2D(" not in text  # only the op asked for
+    # The tuned call split into its kernels and IREE's per-call cost (`tools/dispatch_time_report.py`): a build
+    # recording every dispatch 20 times takes longer by the kernels' time, which is positive and below the call's.
+    dispatch = tmp_path / "dispatch.md"
+    cmd = [sys.executable, str(REPO / "tools" / "dispatch_time_report.py"), "--run", str(out), "--repeat", "20",
+           "--seconds", "1.5", "--docs", str(dispatch)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    call_us, kernel_us = (float(x) for x in re.search(r"call ([\d.]+) us .* kernels ([\d.]+) us", proc.stdout).groups())
+    assert 0 < kernel_us < call_us, proc.stdout
+    assert "| GMM(1,32,32,32) |" in dispatch.read_text() and "repeat-count=20" in dispatch.read_text()
 
 
-def test_the_window_report_needs_a_finished_run(tmp_path):
-    cmd = [sys.executable, str(REPO / "tools" / "timing_window_report.py"), "--run", str(tmp_path / "none")]
+@pytest.mark.parametrize("tool", ["timing_window_report.py", "dispatch_time_report.py"])
+def test_the_rerun_reports_need_a_finished_run(tmp_path, tool):
+    cmd = [sys.executable, str(REPO / "tools" / tool), "--run", str(tmp_path / "none")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "pass --run a finished tools/benchmark_suite.py --out" in proc.stderr
