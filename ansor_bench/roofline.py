@@ -140,7 +140,7 @@ def _compile_kernel(workdir: Path, vector_bytes: int) -> ctypes.CDLL | None:
 
 @dataclass(frozen=True)
 class PeakCall:
-    """A call of the peak's FMA kernel sized to about `flops`, to time beside a program: its median over the same
+    """A call of the peak's FMA kernel doing `flops` FLOPs, to time beside a program: its median over the same
     alternated rounds is the peak in the program's conditions (the host's clock and load), not in the best moment
     of a separate measurement."""
 

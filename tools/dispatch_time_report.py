@@ -13,8 +13,10 @@ run's log twice, as the suite built it and with IREE's
 times in the call), and times both alternately with PyTorch and with the
 peak's FMA kernel sized to the op's FLOPs (`ansor_bench.roofline.peak_call`).
 The kernels' time per call is the slope, (t_R - t_1) / (R - 1); the rest of
-t_1 is the call's own cost. Every share of the peak here is against the FMA
-kernel's median over the same rounds: the peak in the program's conditions.
+t_1 is the call's own cost, and the first run's cache misses with it (the
+repeats find the operands the first one loaded). Every share of the peak here
+is against the FMA kernel's median over the same rounds: the peak in the
+program's conditions.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ from ansor_mlir.errors import AnsorError  # noqa: E402
 
 ROUND_S = 0.05  # each contender's timed slice per round, as the suite's
 TUNED = "ansor-mlir tuned"
+# The peak kernel's work per call (about 1 ms): long enough that the ctypes call costs nothing measurable (at a
+# 128^3 matmul's 4 MFLOP it read the peak 2% low), short enough for dozens of calls in each round.
+PEAK_CALL_FLOPS = 2.0**28
 REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
 
 
@@ -71,7 +76,7 @@ def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, second
              "repeated": _build(workload, run, target, rewrites, (f"{REPEAT_FLAG}={repeat}",)),
              "torch": torch_op(workload.name, op_args(workload), workload.inputs(), 1).call}
     with tempfile.TemporaryDirectory(prefix="ansor_peak_") as tmp:
-        peak = peak_call(Path(tmp), workload.flops)
+        peak = peak_call(Path(tmp), PEAK_CALL_FLOPS)
         if peak is None:
             raise AnsorError("no C compiler for the peak's FMA kernel: install gcc")
         calls["peak"] = peak.call
@@ -104,10 +109,10 @@ def markdown(rows: list[dict], meta: dict, run_meta: dict, repeat: int) -> str:
         f"({run_meta['versions']['ansor-mlir']}, {run_meta['date']}).",
         f"- Kernels: the same program built with `{REPEAT_FLAG}={repeat}` records every dispatch {repeat} times "
         f"in the call; kernels per call = (t_{repeat} - t_1) / {repeat - 1}, and the call's own cost is t_1 minus "
-        "that.",
-        f"- Peak: {rows[0]['method'] if rows else 'the FMA kernel'}, sized to each op's FLOPs and timed alternately "
-        f"with the programs and PyTorch ({int(ROUND_S * 1e3)} ms slices after a warm-up, `ansor_bench.timing`); "
-        "its median over the same rounds, with its fastest call beside it.",
+        "that, with the first run's cache misses (the repeats find the operands the first one loaded).",
+        f"- Peak: {rows[0]['method'] if rows else 'the FMA kernel'}, {PEAK_CALL_FLOPS / 1e6:.0f} MFLOP a call, "
+        f"timed alternately with the programs and PyTorch ({int(ROUND_S * 1e3)} ms slices after a warm-up, "
+        "`ansor_bench.timing`); its median over the same rounds, with its fastest call beside it.",
         "",
         "| op | rounds | peak, median (fastest call) | tuned call | its kernels | call's own cost | PyTorch | "
         "% of peak: call / kernels / PyTorch |",
