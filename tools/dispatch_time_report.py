@@ -41,7 +41,6 @@ from ansor_bench.workloads import Workload  # noqa: E402
 from ansor_mlir.errors import AnsorError  # noqa: E402
 
 ROUND_S = 0.05  # each contender's timed slice per round, as the suite's
-TUNED = "ansor-mlir tuned"
 # The peak kernel's work per call (about 1 ms): long enough that the ctypes call costs nothing measurable (at a
 # 128^3 matmul's 4 MFLOP it read the peak 2% low), short enough for dozens of calls in each round.
 PEAK_CALL_FLOPS = 2.0**28
@@ -72,9 +71,16 @@ def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, second
     from ansor_bench.torch_ops import torch_op
 
     workload = workload_of(label)
+    try:
+        torch_call = torch_op(workload.name, op_args(workload), workload.inputs(), 1).call
+    except ImportError:
+        raise AnsorError("PyTorch is not installed, and the report times it beside the program: "
+                         "pip install torch==2.13.0") from None
+    except KeyError:
+        raise AnsorError(f"{label}: no PyTorch form of this op to time beside it") from None
     calls = {"call": _build(workload, run, target, rewrites, ()),
              "repeated": _build(workload, run, target, rewrites, (f"{REPEAT_FLAG}={repeat}",)),
-             "torch": torch_op(workload.name, op_args(workload), workload.inputs(), 1).call}
+             "torch": torch_call}
     with tempfile.TemporaryDirectory(prefix="ansor_peak_") as tmp:
         peak = peak_call(Path(tmp), PEAK_CALL_FLOPS)
         if peak is None:
