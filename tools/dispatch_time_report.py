@@ -22,7 +22,6 @@ program's conditions.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -32,7 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from timing_window_report import tuned_labels, workload_of  # noqa: E402
+from ansor_bench.threads import pin_threads  # noqa: E402
+
+pin_threads(1)  # before numpy's OpenBLAS starts its pool, as the suite does: every contender on one thread
+
+from timing_window_report import read_run, tuned_labels, workload_of  # noqa: E402
 
 from ansor_bench.contenders import op_args, slug  # noqa: E402
 from ansor_bench.report import run_metadata  # noqa: E402
@@ -141,11 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20.0, help="alternated timing per op")
     p.add_argument("--docs", type=Path, default=None, help="write the markdown report here")
     args = p.parse_args(argv)
-    results_path = args.run / "results.json"
     try:
-        results = json.loads(results_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: {results_path}: {exc}: pass --run a finished tools/benchmark_suite.py --out", file=sys.stderr)
+        results = read_run(args.run)
+    except AnsorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if results["meta"].get("threads", 1) != 1:
         print(f"error: {args.run} ran at {results['meta']['threads']} threads: this report reads one-thread runs",

@@ -49,6 +49,15 @@ def workload_of(label: str) -> Workload:
     return make_workload(match.group(1), [int(x) for x in match.group(2).split(",")])
 
 
+def read_run(run: Path) -> dict:
+    """The results of a finished suite run (its `--out` directory); AnsorError saying what to pass if not one."""
+    path = run / "results.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise AnsorError(f"{path}: {exc}: pass --run a finished tools/benchmark_suite.py --out") from None
+
+
 def tuned_labels(results: dict, ops: set[str]) -> list[str]:
     """The run's workloads whose tuned program ran correctly (all, or those of `ops`)."""
     return [c["workload"] for c in results["cells"]
@@ -138,12 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--windows", default="4,15", help="comma-separated window lengths in seconds")
     p.add_argument("--docs", type=Path, default=None, help="write the markdown report here")
     args = p.parse_args(argv)
-    results_path = args.run / "results.json"
     try:
-        results = json.loads(results_path.read_text())
+        results = read_run(args.run)
         windows = [float(w) for w in args.windows.split(",") if w]
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: {results_path}: {exc}: pass --run a finished tools/benchmark_suite.py --out", file=sys.stderr)
+    except AnsorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except ValueError:
         print(f"error: --windows {args.windows}: expected seconds like 4,15", file=sys.stderr)
