@@ -155,9 +155,14 @@ def peak_call(workdir: Path, flops: float) -> PeakCall | None:
     dll = _compile_kernel(workdir, vector_bytes)
     if dll is None:
         return None
-    per_iter = 2 * fma_chains(vector_bytes) * (vector_bytes // 4)
+    per_iter = _flops_per_iteration(vector_bytes)
     iters = max(1, round(flops / per_iter))
     return PeakCall(lambda: dll.fma_peak(iters), float(per_iter * iters), _peak_method(vector_bytes))
+
+
+def _flops_per_iteration(vector_bytes: int) -> int:
+    """FLOPs of one iteration of `fma_peak`: an FMA (2 FLOPs a lane) on every chain."""
+    return 2 * fma_chains(vector_bytes) * (vector_bytes // 4)
 
 
 def _peak_method(vector_bytes: int) -> str:
@@ -200,7 +205,7 @@ def measure_roofline(last_level_cache: int = 32 << 20, quick: bool = False,
         if dll is not None:
             iters = 2_000_000 if quick else 4_000_000
             seconds = _best_of(lambda: dll.fma_peak(iters), repeats)
-            peak = 2.0 * fma_chains(vector_bytes) * (vector_bytes // 4) * iters / seconds
+            peak = _flops_per_iteration(vector_bytes) * iters / seconds
             peak_method = _peak_method(vector_bytes)
             ptrs = [x.ctypes.data for x in (a, b, c)]
             seconds = _best_of(lambda: dll.triad(*ptrs, n, 3.0), repeats)

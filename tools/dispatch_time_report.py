@@ -11,7 +11,7 @@ suite run (`--run`, its `--out`), rebuilds each op's tuned program from the
 run's log twice, as the suite built it and with IREE's
 `--iree-hal-benchmark-dispatch-repeat-count=R` (every dispatch recorded R
 times in the call), and times both alternately with PyTorch and with the
-peak's FMA kernel sized to the op's FLOPs (`ansor_bench.roofline.peak_call`).
+peak's FMA kernel (`ansor_bench.roofline.peak_call`).
 The kernels' time per call is the slope, (t_R - t_1) / (R - 1); the rest of
 t_1 is the call's own cost, and the first run's cache misses with it (the
 repeats find the operands the first one loaded). Every share of the peak here
@@ -39,6 +39,7 @@ from timing_window_report import read_run, tuned_labels, workload_of  # noqa: E4
 
 from ansor_bench.contenders import op_args, slug  # noqa: E402
 from ansor_bench.report import run_metadata  # noqa: E402
+from ansor_bench.roofline import PeakCall, peak_call  # noqa: E402
 from ansor_bench.timing import time_alternately, warm_up_s  # noqa: E402
 from ansor_bench.workloads import Workload  # noqa: E402
 from ansor_mlir.errors import AnsorError  # noqa: E402
@@ -55,7 +56,7 @@ def kernel_seconds(single_s: float, repeated_s: float, repeat: int) -> float:
     return (repeated_s - single_s) / (repeat - 1)
 
 
-def _build(workload: Workload, run: Path, target, rewrites: str, flags: tuple[str, ...]):
+def _build(workload: Workload, inputs: list, run: Path, target, rewrites: str, flags: tuple[str, ...]):
     """The op's tuned program rebuilt from the run's log (`ansor_mlir.compile`, as the suite's check builds it),
     with extra iree-compile `flags`, as a timed call on one thread."""
     from ansor_mlir import api
@@ -63,34 +64,28 @@ def _build(workload: Workload, run: Path, target, rewrites: str, flags: tuple[st
 
     program = api.compile(workload.mlir, target=replace(target, extra_flags=flags),
                           log=run / "logs" / f"{slug(workload)}.jsonl", name=workload.label, rewrites=rewrites)
-    inputs = workload.inputs()
     program(*inputs)
     return timed_call(program, inputs)
 
 
-def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, seconds: float) -> dict:
+def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, seconds: float, peak: PeakCall) -> dict:
     """One op: the tuned call, its kernels' share, PyTorch and the peak kernel, timed alternately."""
-    from ansor_bench.roofline import peak_call
     from ansor_bench.torch_ops import torch_op
 
     workload = workload_of(label)
+    inputs = workload.inputs()
     try:
-        torch_call = torch_op(workload.name, op_args(workload), workload.inputs(), 1).call
+        torch_call = torch_op(workload.name, op_args(workload), inputs, 1).call
     except ImportError:
         raise AnsorError("PyTorch is not installed, and the report times it beside the program: "
                          "pip install torch==2.13.0") from None
     except KeyError:
         raise AnsorError(f"{label}: no PyTorch form of this op to time beside it") from None
-    calls = {"call": _build(workload, run, target, rewrites, ()),
-             "repeated": _build(workload, run, target, rewrites, (f"{REPEAT_FLAG}={repeat}",)),
-             "torch": torch_call}
-    with tempfile.TemporaryDirectory(prefix="ansor_peak_") as tmp:
-        peak = peak_call(Path(tmp), PEAK_CALL_FLOPS)
-        if peak is None:
-            raise AnsorError("no C compiler for the peak's FMA kernel: install gcc")
-        calls["peak"] = peak.call
-        per_round = len(calls) * (ROUND_S + warm_up_s(ROUND_S))
-        timings = time_alternately(calls, max(2, math.ceil(seconds / per_round)), ROUND_S)
+    calls = {"call": _build(workload, inputs, run, target, rewrites, ()),
+             "repeated": _build(workload, inputs, run, target, rewrites, (f"{REPEAT_FLAG}={repeat}",)),
+             "torch": torch_call, "peak": peak.call}
+    per_round = len(calls) * (ROUND_S + warm_up_s(ROUND_S))
+    timings = time_alternately(calls, max(2, math.ceil(seconds / per_round)), ROUND_S)
     peak_flops = peak.flops / timings["peak"].median_s
     call_s = timings["call"].median_s
     kernel_s = kernel_seconds(call_s, timings["repeated"].median_s, repeat)
@@ -101,10 +96,10 @@ def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, second
     return {"workload": label, "rounds": len(timings["call"].round_medians), "peak_gflops": peak_flops / 1e9,
             "peak_best_gflops": peak.flops / timings["peak"].min_s / 1e9, "call_s": call_s, "kernel_s": kernel_s,
             "overhead_s": call_s - kernel_s, "torch_s": timings["torch"].median_s, "call_pct": share(call_s),
-            "kernel_pct": share(kernel_s), "torch_pct": share(timings["torch"].median_s), "method": peak.method}
+            "kernel_pct": share(kernel_s), "torch_pct": share(timings["torch"].median_s)}
 
 
-def markdown(rows: list[dict], meta: dict, run_meta: dict, repeat: int) -> str:
+def markdown(rows: list[dict], meta: dict, run_meta: dict, repeat: int, peak_method: str) -> str:
     """The doc: how it was made, then one row per op."""
     lines = [
         "# A tuned call: its kernels and IREE's per-call cost",
@@ -119,7 +114,7 @@ def markdown(rows: list[dict], meta: dict, run_meta: dict, repeat: int) -> str:
         f"- Kernels: the same program built with `{REPEAT_FLAG}={repeat}` records every dispatch {repeat} times "
         f"in the call; kernels per call = (t_{repeat} - t_1) / {repeat - 1}, and the call's own cost is t_1 minus "
         "that, with the first run's cache misses (the repeats find the operands the first one loaded).",
-        f"- Peak: {rows[0]['method'] if rows else 'the FMA kernel'}, {PEAK_CALL_FLOPS / 1e6:.0f} MFLOP a call, "
+        f"- Peak: {peak_method}, {PEAK_CALL_FLOPS / 1e6:.0f} MFLOP a call, "
         f"timed alternately with the programs and PyTorch ({int(ROUND_S * 1e3)} ms slices after a warm-up, "
         "`ansor_bench.timing`); its median over the same rounds, with its fastest call beside it.",
         "",
@@ -166,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     target, rewrites = detect_host(threads=1), results["meta"]["budgets"]["rewrites"]
     rows = []
     try:
+        with tempfile.TemporaryDirectory(prefix="ansor_peak_") as tmp:
+            peak = peak_call(Path(tmp), PEAK_CALL_FLOPS)  # loaded: the library outlives its file
+        if peak is None:
+            raise AnsorError("no C compiler for the peak's FMA kernel: install gcc")
         for label in labels:
-            row = measure_op(args.run, label, target, rewrites, args.repeat, args.seconds)
+            row = measure_op(args.run, label, target, rewrites, args.repeat, args.seconds, peak)
             rows.append(row)
             print(f"{label}: call {row['call_s'] * 1e6:.1f} us ({row['call_pct']:.1f}% of peak), kernels "
                   f"{row['kernel_s'] * 1e6:.1f} us ({row['kernel_pct']:.1f}%), call's own cost "
@@ -179,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs:
         command = "python tools/dispatch_time_report.py " + " ".join(sys.argv[1:] if argv is None else argv)
         meta = run_metadata(command, {"repeat": args.repeat, "seconds": args.seconds}, ROOT, 1)
-        args.docs.write_text(markdown(rows, meta, results["meta"], args.repeat))
+        args.docs.write_text(markdown(rows, meta, results["meta"], args.repeat, peak.method))
         print(f"wrote {args.docs}")
     return 0
 
