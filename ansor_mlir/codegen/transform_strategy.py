@@ -60,6 +60,7 @@ from ansor_mlir.core.schedule import (
     MicroKernel,
     Pack,
     Pad,
+    PadRows,
     Rfactor,
     Sketch,
     is_register_level,
@@ -178,18 +179,21 @@ class _Script:
         return list(generic_op.op(name, [target], [_any()] * results).results)
 
 
-def _fuse_pads(s: _Script, func: ir.Value, rank: int) -> ir.Value:
+def _fuse_pads(s: _Script, func: ir.Value, rank: int, row: int) -> ir.Value:
     """The dispatch's own `tensor.pad` (`rank`: `padded_input_rank`) moved into the workgroup tile (IREE's passes, as
     its convolution pipeline does): each workgroup pads its input tile once, into a stack buffer its register
     tiles reuse across the window (annotation bounds it, `Resolved.padded_input_bytes`), instead of padding the
     whole input (megabytes). Moved further in, every window tap of every register tile would pad its own slice
     (guarded row reads): 1.3-4x slower on DEP.
 
-    The tile's pad is then tiled into rows (every dimension but the innermost by 1) before it is vectorized:
-    each row is one guarded vector read, or zeros, stored once. Vectorized whole, the tile was a single
-    `vector<6x10x32xf32>` value, spilled to the stack and copied again (`perf` on DEP: half the kernel's time);
-    in rows, the same fused candidates ran 1.04-1.44x faster on DEP(1,112,112,32) and 1.4-4.5x on
-    DEP(1,42,42,144), timed alternately on Zen 3.
+    The tile's pad is then tiled into rows before it is vectorized: every dimension but the two innermost by 1,
+    the second-innermost by `row` (`pad_row_tile`; 0: whole), so each row is one guarded read of up to half the
+    vector registers, or zeros, stored once. Vectorized whole, the tile was a single `vector<6x10x32xf32>`
+    value, spilled to the stack and copied again (`perf` on DEP: half the kernel's time); in rows of the
+    innermost dimension, the same fused candidates ran 1.04-1.44x faster on DEP(1,112,112,32) and 1.4-4.5x on
+    DEP(1,42,42,144), timed alternately on Zen 3. Those rows are one vector each, and every one paid a dozen
+    scalar instructions of bounds: in rows of the two innermost dimensions DEP(1,112,112,32)'s candidates ran
+    1.06-1.2x faster again (AVX-512 Xeon, `PadRows`).
 
     Slices move above the reshape between the pad and the root first (IREE drops the unit batch dimension).
     """
@@ -200,7 +204,7 @@ def _fuse_pads(s: _Script, func: ir.Value, rank: int) -> ir.Value:
     if rank > 1:
         with _named("pads"):
             pads = structured.MatchOp.match_op_names(func, ["tensor.pad"]).result
-        structured.TileUsingForOp(pads, sizes=[1] * (rank - 1) + [0])
+        structured.TileUsingForOp(pads, sizes=[1] * (rank - 2) + [row, 0])
         s.patterns(func, [structured.ApplyTilingCanonicalizationPatternsOp, loop.ApplyForLoopCanonicalizationPatternsOp,
                           transform.ApplyCanonicalizationPatternsOp])
     with _named("func"):
@@ -216,6 +220,19 @@ def padded_input_rank(task: Task) -> int:
     shapes = [ir.RankedTensorType(op.results[0].type).shape for op in walk(module.operation)
               if op.name == "tensor.pad"]
     return sum(1 for extent in shapes[0] if extent != 1) if shapes else 0
+
+
+def pad_row_tile(tile: Sequence[int], elements: int) -> int:
+    """The tile of a padded input tile's second-innermost dimension for its row copies (`tile`: its non-unit
+    dimensions): 0 (whole rows) when a row of its two innermost dimensions holds at most `elements`, else the
+    largest divisor whose rows do (a partial row would be a dynamic vector); 1, rows of the innermost dimension
+    alone, when none does or without a budget (`PadRows` absent)."""
+    if elements <= 0 or len(tile) < 2:
+        return 1
+    cols, inner = tile[-2], tile[-1]
+    if cols * inner <= elements:
+        return 0
+    return max((d for d in range(1, cols + 1) if cols % d == 0 and d * inner <= elements), default=1)
 
 
 def _mapped(sizes_by_root_dim: list[int], mapping: dict[int, int], rank: int, extra: dict[int, int]) -> list[int]:
@@ -470,7 +487,9 @@ def _emit_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.
     with _named("func"):
         func = structured.MatchOp.match_op_names(module, ["func.func"]).result
     if task.pads_input:
-        func = _fuse_pads(s, func, padded_input_rank(task))
+        pad_rows = sketch.step(PadRows)
+        row = pad_row_tile(tiles.padded_input_tile, pad_rows.elements if isinstance(pad_rows, PadRows) else 0)
+        func = _fuse_pads(s, func, padded_input_rank(task), row)
     s.patterns(func, tiling_cleanup)
     if implicit:
         # The fused im2col tiles get destinations of their own (a slice of an empty tensor is an empty tile, not

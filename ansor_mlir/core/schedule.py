@@ -240,6 +240,20 @@ class Pack(Step):
 
 
 @dataclass(frozen=True)
+class PadRows(Step):
+    """A dispatch's own input pad (`Task.pads_input`), copied into each workgroup's tile, is copied in rows of
+    its two innermost dimensions holding at most `elements` values (half the target's vector registers: a row
+    is loaded whole, then stored); 0: rows of its innermost dimension alone, as traces recorded before the
+    step existed were built."""
+
+    kind: ClassVar[str] = "pad-rows"
+    elements: int = 0
+
+    def params(self) -> dict:
+        return {"elements": self.elements}
+
+
+@dataclass(frozen=True)
 class Decompose(Step):
     """A 2-D convolution's register tile decomposed into a 1-D convolution (several output pixels per tile)."""
 
@@ -348,8 +362,8 @@ GPU_STEPS = (MapToGpu, CrossThreadReduction, TensorCore)
 
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls for cls in (UseIreeDefault, ConfigurePipeline, TileAndFuse, FuseConsumers, CacheWrite, Rfactor,
-                              Pad, Pack, Decompose, ImplicitGemm, MicroKernel, LowerContraction, LowerReduction,
-                              MapToGpu, PromoteOperands, CrossThreadReduction, TensorCore)
+                              Pad, Pack, PadRows, Decompose, ImplicitGemm, MicroKernel, LowerContraction,
+                              LowerReduction, MapToGpu, PromoteOperands, CrossThreadReduction, TensorCore)
 }
 
 
@@ -365,6 +379,8 @@ def step_from_dict(data: dict) -> Step:
         return ConfigurePipeline(knobs, str(data["pipeline"]))
     if cls is Pack:
         return Pack(knobs, int(data.get("block", 0)))
+    if cls is PadRows:
+        return PadRows(knobs, int(data.get("elements", 0)))
     if cls is MicroKernel:
         return MicroKernel(knobs, int(data["rows"]), int(data["cols"]), bool(data.get("unrolled", False)))
     if cls is MapToGpu:

@@ -143,6 +143,11 @@ class Target:
     def vector_lanes(self, element_bytes: int) -> int:
         return max(1, self.vector_bytes // element_bytes)
 
+    def pad_row_elements(self, element_bytes: int) -> int:
+        """Elements one row of a fused input pad's copy may hold (`PadRows`): half the vector registers' worth,
+        so a row loaded whole leaves the other half free."""
+        return self.vector_registers // 2 * self.vector_lanes(element_bytes)
+
     def transpose_block(self, element_bytes: int) -> int:
         """Elements per side of the square blocks a packed operand's transpose is cut into."""
         return max(1, self.shuffle_lane_bytes // element_bytes)

@@ -145,16 +145,30 @@ class Resolved:
         return total * self.task.root.element_bytes
 
     @cached_property
+    def _window_sizes(self) -> list[int]:
+        """The root's loops over one workgroup: its distribution tiles, whole reduction loops."""
+        root = self.root
+        dist = self.per_level.get("distribution", [0] * len(self.extents))
+        return [(dist[d] or extent) if it == "parallel" else extent
+                for d, (extent, it) in enumerate(zip(root.extents, root.iterator_types, strict=True))]
+
+    @cached_property
     def padded_input_bytes(self) -> int:
         """Bytes of the root's windowed inputs over the workgroup tile when the dispatch pads them itself: the
         strategy pads each workgroup's input tile into a stack buffer (`transform_strategy._fuse_pads`)."""
         if not self.task.pads_input:
             return 0
-        root = self.root
-        dist = self.per_level.get("distribution", [0] * len(self.extents))
-        sizes = [(dist[d] or extent) if it == "parallel" else extent
-                 for d, (extent, it) in enumerate(zip(root.extents, root.iterator_types, strict=True))]
-        return sum(amap.footprint(sizes) for amap in window_maps(root)) * self.task.root.element_bytes
+        return sum(amap.footprint(self._window_sizes) for amap in window_maps(self.root)) * self.task.root.element_bytes
+
+    @property
+    def padded_input_tile(self) -> tuple[int, ...]:
+        """The workgroup's tile of the (first) windowed input, in that input's non-unit dimensions: the shape of
+        the pad the strategy copies per workgroup when the dispatch pads its input itself."""
+        maps = window_maps(self.root)
+        if not maps:
+            return ()
+        full = maps[0].spans(self.root.extents)
+        return tuple(span for span, whole in zip(maps[0].spans(self._window_sizes), full, strict=True) if whole != 1)
 
     @cached_property
     def packed_panel_bytes(self) -> int:

@@ -9,7 +9,7 @@ No rule names an operator: they read loop structure only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ansor_mlir.core.schedule import (
@@ -23,6 +23,7 @@ from ansor_mlir.core.schedule import (
     Family,
     ImplicitGemm,
     MicroKernel,
+    PadRows,
     Sketch,
     TileKnob,
     UseIreeDefault,
@@ -489,4 +490,13 @@ def generate_sketches(task: Task, target: Target, rules: list[SketchRule] | None
     for rule in rules if rules is not None else rules_for(target):
         if rule.applies(task, target):
             sketches.extend(rule.apply(task, target, len(sketches)))
-    return sketches
+    return [with_pad_rows(sketch, task, target) for sketch in sketches]
+
+
+def with_pad_rows(sketch: Sketch, task: Task, target: Target) -> Sketch:
+    """A CPU transform sketch of a task that pads its own input, with the rows its pad is copied in (`PadRows`):
+    whatever rule derived it, the strategy copies that pad into each workgroup's tile."""
+    if not task.pads_input or sketch.family is not Family.TRANSFORM or target.gpu is not None:
+        return sketch
+    rows = PadRows(elements=target.pad_row_elements(task.root.element_bytes))
+    return replace(sketch, steps=(*sketch.steps, rows))

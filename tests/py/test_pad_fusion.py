@@ -7,12 +7,13 @@ import random
 
 import numpy as np
 import pytest
-from conftest import PINNED_CPUS, assert_builds_match_reference, pinned_target
+from conftest import AVX2_CPU, PINNED_CPUS, assert_builds_match_reference, pinned_target
 
 from ansor_bench.workloads import make_workload
 from ansor_mlir import api
 from ansor_mlir.api import _with_best
-from ansor_mlir.core.schedule import REDUCTION, Candidate, Decompose, Family, tile_knobs
+from ansor_mlir.codegen.transform_strategy import pad_row_tile
+from ansor_mlir.core.schedule import REDUCTION, Candidate, Decompose, Family, PadRows, tile_knobs
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
 from ansor_mlir.frontend.pad_fusion import NAME
 from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, SEPARATOR, rewrite_program
@@ -144,6 +145,29 @@ def test_every_transform_sketch_of_a_padded_depthwise_task_builds_for_pinned_cpu
         assert build.ok, f"{build.error.value} {build.message}"
 
 
+@pytest.mark.parametrize(("tile", "elements", "row"), [
+    ((6, 6, 32), 256, 0),  # a 6x32 row: 12 zmm, whole
+    ((4, 30, 16), 256, 15),  # 30 zmm a row: halves
+    ((6, 30, 32), 256, 6),  # 60 zmm a row: the largest divisor of 30 within 8 columns
+    ((6, 6, 32), 64, 2),  # AVX2's budget: 8 ymm
+    ((3, 3, 144), 256, 1),  # one column is over the budget: rows of the innermost dimension
+    ((6, 6, 32), 0, 1),  # a trace recorded before `PadRows`: as it was built
+    ((38,), 256, 1),
+])
+def test_a_padded_tile_is_copied_in_rows_within_half_the_vector_registers(tile, elements, row):
+    assert pad_row_tile(tile, elements) == row
+
+
+def test_every_transform_sketch_of_a_padded_task_copies_rows_within_the_targets_registers(pinned):
+    """Compile-free, AVX2 and AVX-512: the row budget is the target's (8 ymm or 16 zmm of f32), whatever rule
+    derived the sketch; IREE's own configuration has no strategy to carry it."""
+    _, task = padded_depthwise_task((1, 14, 14, 32, 3, 1, 1), pinned)
+    expected = PadRows(elements=64 if pinned.resolved_cpu == AVX2_CPU else 256)
+    sketches = generate_sketches(task, pinned)
+    assert {s.step(PadRows) for s in sketches if s.family is Family.TRANSFORM} == {expected}
+    assert not any(s.has(PadRows) for s in sketches if s.family is not Family.TRANSFORM)
+
+
 def _vector_shapes_after_strategy(pinned, text: str, flags: list[str]) -> set[tuple[int, ...]]:
     """The vector shapes of a program's dispatches right after their transform strategy ran."""
     import re
@@ -157,7 +181,8 @@ def _vector_shapes_after_strategy(pinned, text: str, flags: list[str]) -> set[tu
 
 
 def test_a_workgroup_pads_its_input_tile_row_by_row(pinned, tmp_path):
-    """Compile-only, AVX2 and AVX-512: after the strategy no vector spans more than one row of the padded
+    """Compile-only, AVX2 and AVX-512: after the strategy no vector spans more than one row (at most a `WxC`
+    plane within `PadRows`' budget) of the padded
     input tile. Vectorized whole, the tile was one `vector<6x10x32xf32>`-like value, spilled and copied again
     (half of DEP's fused kernels' time on Zen 3). The rewritten program built with a tuning spec gets the same
     vectors as the flow-level module the candidate was measured as: there IREE kept the pad's unit batch
