@@ -90,7 +90,8 @@ def pick_workloads(args: argparse.Namespace):
     return workloads
 
 
-def one_line_warning(message, category, filename, lineno, line=None) -> str:
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     line: str | None = None) -> str:
     """A library warning as the suite's other notes read: one line, without the source line that raised it."""
     return f"warning: {message}\n"
 

@@ -181,12 +181,12 @@ def _vector_shapes_after_strategy(pinned, text: str, flags: list[str]) -> set[tu
 
 
 def test_a_workgroup_pads_its_input_tile_row_by_row(pinned, tmp_path):
-    """Compile-only, AVX2 and AVX-512: after the strategy no vector spans more than one row (at most a `WxC`
-    plane within `PadRows`' budget) of the padded
-    input tile. Vectorized whole, the tile was one `vector<6x10x32xf32>`-like value, spilled and copied again
-    (half of DEP's fused kernels' time on Zen 3). The rewritten program built with a tuning spec gets the same
-    vectors as the flow-level module the candidate was measured as: there IREE kept the pad's unit batch
-    dimension, each row spanned a `WxC` plane, and the strategy ran 4x slower (DEP(1,42,42,144), Zen 3)."""
+    """Compile-only, AVX2 and AVX-512: after the strategy no vector spans more than one row of the padded input
+    tile (a `WxC` plane within `PadRows`' budget at most). Vectorized whole, the tile was one
+    `vector<6x10x32xf32>`-like value, spilled and copied again (half of DEP's fused kernels' time on Zen 3). The
+    rewritten program built with a tuning spec gets the same vectors as the flow-level module the candidate was
+    measured as: there IREE kept the pad's unit batch dimension, each row spanned a whole `WxC` plane, and the
+    strategy ran 4x slower (DEP(1,42,42,144), Zen 3)."""
     from ansor_mlir.codegen.tuning_spec import attach_configs, render_spec
     from ansor_mlir.mlir.iree_compiler import tuning_spec_flags
 
