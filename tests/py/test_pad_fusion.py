@@ -168,6 +168,31 @@ def test_every_transform_sketch_of_a_padded_task_copies_rows_within_the_targets_
     assert not any(s.has(PadRows) for s in sketches if s.family is not Family.TRANSFORM)
 
 
+def test_the_strategy_tiles_the_pad_into_the_rows_its_sketch_names(pinned):
+    """Compile-free, AVX2 and AVX-512: the rendered strategy tiles the dispatch's pad by the row tile of its
+    workgroup's padded input tile and the sketch's budget, and a sketch without `PadRows` (a record written before
+    it) by rows of the innermost dimension, as it was built then."""
+    import re
+    from dataclasses import replace
+
+    from ansor_mlir.codegen.transform_strategy import render_strategy
+
+    def pad_tiles(sketch, candidate) -> list[str]:
+        text = render_strategy(sketch, candidate, task, "s")
+        pads = re.findall(r'(%\w+) = transform.structured.match ops\{\["tensor.pad"\]\}', text)
+        return [m for p in pads for m in re.findall(rf"tile_using_for {p} tile_sizes \[([\d, ]+)\]", text)]
+
+    _, task = padded_depthwise_task((1, 14, 14, 32, 3, 1, 1), pinned)
+    rng = random.Random(0)
+    for sketch in (s for s in generate_sketches(task, pinned) if s.family is Family.TRANSFORM):
+        candidate = sample_candidate(sketch, task, pinned, rng)
+        tile = resolve(sketch, candidate, task).padded_input_tile
+        row = pad_row_tile(tile, sketch.step(PadRows).elements)
+        assert pad_tiles(sketch, candidate) == [f"1, {row}, 0"], (sketch.rules, tile)
+        before = replace(sketch, steps=tuple(s for s in sketch.steps if not isinstance(s, PadRows)))
+        assert pad_tiles(before, candidate) == ["1, 1, 0"], sketch.rules
+
+
 def _vector_shapes_after_strategy(pinned, text: str, flags: list[str]) -> set[tuple[int, ...]]:
     """The vector shapes of a program's dispatches right after their transform strategy ran."""
     import re
