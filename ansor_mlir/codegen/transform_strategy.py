@@ -68,6 +68,7 @@ from ansor_mlir.core.schedule import (
 from ansor_mlir.core.task import LinalgOpInfo, Task
 from ansor_mlir.mlir import generic_op
 from ansor_mlir.mlir.context import parse_module, print_op, shared_context, verify, walk
+from ansor_mlir.space.annotation import divisors
 from ansor_mlir.space.dag import (
     Dag,
     dim_map,
@@ -232,7 +233,7 @@ def pad_row_tile(tile: Sequence[int], elements: int) -> int:
     cols, inner = tile[-2], tile[-1]
     if cols * inner <= elements:
         return 0
-    return max((d for d in range(1, cols + 1) if cols % d == 0 and d * inner <= elements), default=1)
+    return max((d for d in divisors(cols) if d * inner <= elements), default=1)
 
 
 def _mapped(sizes_by_root_dim: list[int], mapping: dict[int, int], rank: int, extra: dict[int, int]) -> list[int]:
