@@ -16,7 +16,10 @@ The kernels' time per call is the slope, (t_R - t_1) / (R - 1); the rest of
 t_1 is the call's own cost, and the first run's cache misses with it (the
 repeats find the operands the first one loaded). Every share of the peak here
 is against the FMA kernel's median over the same rounds: the peak in the
-program's conditions.
+program's conditions. A matmul is also timed beside hand-written C
+micro-kernels of the register tiles the search offers for it
+(`ansor_bench.c_microkernels`): how far its kernels are from what a plain
+BLAS-style kernel reaches on this host, not only from the peak.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ pin_threads(1)  # before numpy's OpenBLAS starts its pool, as the suite does: ev
 
 from timing_window_report import read_run, tuned_labels, workload_of  # noqa: E402
 
+from ansor_bench.c_microkernels import MicroKernel, matmul_kernels  # noqa: E402
 from ansor_bench.contenders import op_args, slug  # noqa: E402
 from ansor_bench.report import run_metadata  # noqa: E402
 from ansor_bench.roofline import PeakCall, peak_call  # noqa: E402
@@ -68,8 +72,23 @@ def _build(workload: Workload, inputs: list, run: Path, target, rewrites: str, f
     return timed_call(program, inputs)
 
 
-def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, seconds: float, peak: PeakCall) -> dict:
-    """One op: the tuned call, its kernels' share, PyTorch and the peak kernel, timed alternately."""
+def hand_written(workload: Workload, inputs: list, target, workdir: Path) -> list[MicroKernel]:
+    """For a matmul (the suite's GMM), C micro-kernels of every register tile the search offers for it on
+    `target` (`micro_kernel.register_shapes`), on the program's inputs; [] for other ops."""
+    if workload.name != "GMM":
+        return []
+    from ansor_mlir.space.micro_kernel import register_shapes
+
+    _, m, k = inputs[0].shape
+    n = inputs[1].shape[2]
+    shapes = list(register_shapes(m, n, target, inputs[0].itemsize, peel=True))
+    return matmul_kernels(workdir, inputs[0], inputs[1], shapes, target.vector_lanes(inputs[0].itemsize) * 4)
+
+
+def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, seconds: float, peak: PeakCall,
+               workdir: Path) -> dict:
+    """One op: the tuned call, its kernels' share, PyTorch, the peak kernel and (a matmul) hand-written
+    micro-kernels, timed alternately."""
     from ansor_bench.torch_ops import torch_op
 
     workload = workload_of(label)
@@ -84,6 +103,8 @@ def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, second
     calls = {"call": _build(workload, inputs, run, target, rewrites, ()),
              "repeated": _build(workload, inputs, run, target, rewrites, (f"{REPEAT_FLAG}={repeat}",)),
              "torch": torch_call, "peak": peak.call}
+    kernels = hand_written(workload, inputs, target, workdir)
+    calls.update({f"c {kernel.shape}": kernel.call for kernel in kernels})
     per_round = len(calls) * (ROUND_S + warm_up_s(ROUND_S))
     timings = time_alternately(calls, max(2, math.ceil(seconds / per_round)), ROUND_S)
     peak_flops = peak.flops / timings["peak"].median_s
@@ -96,7 +117,9 @@ def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, second
     return {"workload": label, "rounds": len(timings["call"].round_medians), "peak_gflops": peak_flops / 1e9,
             "peak_best_gflops": peak.flops / timings["peak"].min_s / 1e9, "call_s": call_s, "kernel_s": kernel_s,
             "overhead_s": call_s - kernel_s, "torch_s": timings["torch"].median_s, "call_pct": share(call_s),
-            "kernel_pct": share(kernel_s), "torch_pct": share(timings["torch"].median_s)}
+            "kernel_pct": share(kernel_s), "torch_pct": share(timings["torch"].median_s),
+            "hand_written": [{"shape": kernel.shape, "s": timings[f"c {kernel.shape}"].median_s,
+                              "pct": share(timings[f"c {kernel.shape}"].median_s)} for kernel in kernels]}
 
 
 def markdown(rows: list[dict], meta: dict, run_meta: dict, repeat: int, peak_method: str) -> str:
@@ -128,7 +151,33 @@ def markdown(rows: list[dict], meta: dict, run_meta: dict, repeat: int, peak_met
             f"GFLOP/s | {row['call_s'] * 1e6:.1f} us | {row['kernel_s'] * 1e6:.1f} us | "
             f"{row['overhead_s'] * 1e6:.1f} us | {row['torch_s'] * 1e6:.1f} us | "
             f"{row['call_pct']:.1f}% / {row['kernel_pct']:.1f}% / {row['torch_pct']:.1f}% |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + hand_written_section(rows)) + "\n"
+
+
+def hand_written_section(rows: list[dict]) -> list[str]:
+    """The matmuls' hand-written micro-kernels beside the tuned program's kernels, same rounds."""
+    rows = [row for row in rows if row["hand_written"]]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Hand-written micro-kernels",
+        "",
+        "A matmul's tuned kernels against C kernels of each register tile the search offers on this target "
+        "(`ansor_bench/c_microkernels.py`: the `MR x NR` accumulators in registers across the whole reduction, row "
+        "tiles outer, column tiles inner, leftover rows in a tile of their own, the shape compiled in, "
+        "`gcc -O3 -march=native`), on the same inputs, timed in the same rounds. They are what a BLAS "
+        "micro-kernel does without packing or prefetching, and they pay no IREE call: a tuned kernel near the best "
+        "of them falls short of the peak for the reasons a hand-written kernel does.",
+        "",
+        "| op | tuned kernels | " + " | ".join(f"C {k['shape']}" for k in rows[0]["hand_written"]) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in rows[0]["hand_written"]) + " |",
+    ]
+    for row in rows:
+        cells = [f"{k['s'] * 1e6:.1f} us ({k['pct']:.1f}%)" for k in row["hand_written"]]
+        lines.append(f"| {row['workload']} | {row['kernel_s'] * 1e6:.1f} us ({row['kernel_pct']:.1f}%) | "
+                     + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,12 +215,15 @@ def main(argv: list[str] | None = None) -> int:
         if peak is None:
             raise AnsorError("no C compiler for the peak's FMA kernel: install gcc")
         for label in labels:
-            row = measure_op(args.run, label, target, rewrites, args.repeat, args.seconds, peak)
+            with tempfile.TemporaryDirectory(prefix="ansor_kernels_") as tmp:
+                row = measure_op(args.run, label, target, rewrites, args.repeat, args.seconds, peak, Path(tmp))
             rows.append(row)
             print(f"{label}: call {row['call_s'] * 1e6:.1f} us ({row['call_pct']:.1f}% of peak), kernels "
                   f"{row['kernel_s'] * 1e6:.1f} us ({row['kernel_pct']:.1f}%), call's own cost "
                   f"{row['overhead_s'] * 1e6:.1f} us; PyTorch {row['torch_s'] * 1e6:.1f} us "
                   f"({row['torch_pct']:.1f}%); peak {row['peak_gflops']:.1f} GFLOP/s")
+            for kernel in row["hand_written"]:
+                print(f"  C micro-kernel {kernel['shape']}: {kernel['s'] * 1e6:.1f} us ({kernel['pct']:.1f}%)")
     except AnsorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ import csv
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -15,11 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ansor_bench.c_microkernels import matmul_kernels
 from ansor_bench.call_floor import CallFloor, floor_devices, floor_text, lowest
 from ansor_bench.roofline import OPERAND_REGISTERS, Roofline, fma_chains, measure_roofline
 from ansor_bench.timing import mismatch, time_alternately, window_ratios
 from ansor_mlir.core.fma_throughput import fma_throughput, peak_check, reported_clock_hz
 from ansor_mlir.core.target import detect_host
+from ansor_mlir.errors import AnsorError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,6 +107,27 @@ def test_quick_run_writes_csv_json_plots_and_markdown(tmp_path):
     call_us, kernel_us = (float(x) for x in re.search(r"call ([\d.]+) us .* kernels ([\d.]+) us", proc.stdout).groups())
     assert 0 < kernel_us < call_us, proc.stdout
     assert "| GMM(1,32,32,32) |" in dispatch.read_text() and "repeat-count=20" in dispatch.read_text()
+    # Beside the matmul's tuned kernels, hand-written C kernels of the register tiles the search offers for it.
+    assert "C micro-kernel " in proc.stdout and dispatch.read_text().count("| GMM(1,32,32,32) |") == 2
+
+
+def test_hand_written_micro_kernels_compute_the_matmul(tmp_path):
+    """Each register tile (leftover rows in a tile of their own) computes `a @ b`; a tile that is not whole
+    vectors dividing the columns is refused with a one-line error."""
+    lanes = detect_host().vector_lanes(4)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (2, 13, 7)).astype(np.float32)
+    b = rng.uniform(-1, 1, (2, 7, 4 * lanes)).astype(np.float32)
+    shapes = [f"5x{2 * lanes}", f"4x{lanes}", f"13x{4 * lanes}"]
+    kernels = matmul_kernels(tmp_path, a, b, shapes, lanes * 4)
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        assert kernels == []
+        return
+    assert [k.shape for k in kernels] == shapes
+    for kernel in kernels:
+        kernel.call()  # checked against numpy when built; calling again must not crash on freed operands
+    with pytest.raises(AnsorError, match="whole .*-lane vectors"):
+        matmul_kernels(tmp_path, a, b, [f"4x{3 * lanes}"], lanes * 4)
 
 
 @pytest.mark.parametrize("tool", ["timing_window_report.py", "dispatch_time_report.py"])
