@@ -166,7 +166,8 @@ def hand_written_section(rows: list[dict]) -> list[str]:
         "A matmul's tuned kernels against C kernels of each register tile the search offers on this target "
         "(`ansor_bench/c_microkernels.py`: the `MR x NR` accumulators in registers across the whole reduction, row "
         "tiles outer, column tiles inner, leftover rows in a tile of their own, the shape compiled in, "
-        "`gcc -O3 -march=native`), on the same inputs, timed in the same rounds. They are what a BLAS "
+        "`gcc -O3 -march=native`), on the same inputs (copied to staggered offsets modulo 4 KiB, so that no run "
+        "places them where their loads and stores alias), timed in the same rounds. They are what a BLAS "
         "micro-kernel does without packing or prefetching, and they pay no IREE call: a tuned kernel near the best "
         "of them falls short of the peak for the reasons a hand-written kernel does.",
         "",
