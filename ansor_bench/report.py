@@ -306,7 +306,10 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
             "- IREE programs are timed through the VM's invoke with argument lists built once "
             "(`ansor_mlir/measure/vm_call.py`); they still allocate their outputs on every call, from IREE's caching "
             "allocator on the CPU drivers, which hands freed blocks back without zero-filling them "
-            "(`ansor_mlir/mlir/runtime_device.py`).",
+            "(`ansor_mlir/mlir/runtime_device.py`)."
+            + (" PyTorch, numpy and TVM allocate from glibc's heap with `mmap` for blocks and trimming off, so each "
+               "call reuses the memory the last one freed whatever ran before it (`ansor_bench/heap.py`)."
+               if m.get("heap_kept") else ""),
             f"- Threads: {threads} everywhere (IREE `{device}`, `torch.set_num_threads({threads})`, "
             f"OMP/OPENBLAS/MKL/TVM_NUM_THREADS={threads}, TVM target `num-cores` {threads}).{chosen}",
             f"- Timing: all correct contenders of an op timed alternately in {b['rounds']} rounds of at least "

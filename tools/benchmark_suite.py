@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # ansor_bench sits at the repo root, not installed
 
+from ansor_bench.heap import keep_freed_memory  # noqa: E402
 from ansor_bench.threads import pin_threads  # noqa: E402
 
 
@@ -99,6 +100,7 @@ def one_line_warning(message: Warning | str, category: type[Warning], filename: 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     pin_threads(max(1, args.threads))
+    heap_kept = keep_freed_memory()
     warnings.formatwarning = one_line_warning
     from rich.console import Console
 
@@ -128,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
             # The window is only an option under the haltpoll driver (`halt_poll_window` refuses it otherwise).
             option = f", or pass --guest-halt-poll-ns {LINUX_DEFAULT_HALT_POLL_NS} for this run" if idle.polls else ""
             console.print(f"[yellow]warning[/]: {warning}{option}")
-        return _run(args, argv, console, idle.text())
+        return _run(args, argv, console, idle.text(), heap_kept)
 
 
-def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idle_text: str) -> int:
+def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idle_text: str,
+         heap_kept: bool) -> int:
     """The benchmark proper, under the idle wake-up setting `main` chose."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -204,6 +207,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     command = "python tools/benchmark_suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     meta = rep.run_metadata(command, budgets, REPO, args.threads)
     meta["machine"]["idle_wakeup"] = idle_text
+    meta["heap_kept"] = heap_kept
     resolved = resolve_target(target)
     meta["peak_check"] = peak_check(resolved.resolved_cpu, roofline.peak_flops / args.threads,
                                     reported_clock_hz(), resolved.cpu_features)

@@ -42,6 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ansor_bench.heap import keep_freed_memory  # noqa: E402
 from ansor_bench.report import cpu_model, git_commit  # noqa: E402
 from ansor_bench.workloads import make_workload, suite_args  # noqa: E402
 from ansor_mlir.core.target import ASYNC_EXECUTION_FLAG, detect_host  # noqa: E402
@@ -150,6 +151,7 @@ def report_op(name: str, threads: int, rounds: int, round_s: float, out_dir: Pat
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_freed_memory()  # before any contender allocates (`ansor_bench/heap.py`)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default="GMM,softmax")
     parser.add_argument("--threads", type=int, default=2)

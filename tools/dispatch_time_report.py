@@ -34,9 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ansor_bench.heap import keep_freed_memory  # noqa: E402
 from ansor_bench.threads import pin_threads  # noqa: E402
 
 pin_threads(1)  # before numpy's OpenBLAS starts its pool, as the suite does: every contender on one thread
+keep_freed_memory()  # as the suite does: no contender's output is a fresh mmap on some calls and not on others
 
 from timing_window_report import read_run, tuned_labels, workload_of  # noqa: E402
 

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
+from ansor_bench.heap import keep_freed_memory  # noqa: E402
 from ansor_bench.networks import NetworkResult, export, markdown, measure_network, tune_network  # noqa: E402
 from ansor_bench.report import provenance  # noqa: E402
 
@@ -159,6 +160,7 @@ def write_doc(path: Path, args, results: list[NetworkResult], unseen: str | None
 
 
 def main(argv: list[str] | None = None) -> int:
+    keep_freed_memory()  # before any contender allocates (`ansor_bench/heap.py`)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ansor_bench.contenders import op_args, slug  # noqa: E402
+from ansor_bench.heap import keep_freed_memory  # noqa: E402
 from ansor_bench.report import git_commit, run_metadata  # noqa: E402
 from ansor_bench.threads import pin_threads  # noqa: E402
 from ansor_bench.timing import time_alternately, warm_up_s, window_ratios  # noqa: E402
@@ -162,9 +163,11 @@ def main(argv: list[str] | None = None) -> int:
               "or --seconds not above the longest window", file=sys.stderr)
         return 2
     threads = results["meta"]["threads"]
-    # As the suite does, before PyTorch's pools start. PyTorch's C2D still reads about 3x its suite time here
-    # (6.3 against 2.1 ms, Zen 3, 2 threads), with or without the pins; the cause is not found yet.
+    # As the suite does, before PyTorch's pools start. PyTorch's C2D once read about 3x its suite time here (6.3
+    # against 2.1 ms, Zen 3, 2 threads) with or without the pins: its 3.2 MB output was a fresh mmap each call
+    # in this process, which `keep_freed_memory` rules out (`ansor_bench/heap.py`).
     pin_threads(threads)
+    keep_freed_memory()
     if threads > 1:
         import iree.runtime as rt
 

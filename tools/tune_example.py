@@ -14,9 +14,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ansor_bench.heap import keep_freed_memory  # noqa: E402
 from ansor_bench.threads import pin_threads  # noqa: E402
 
 pin_threads()
+keep_freed_memory()
 
 import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
