@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ansor_mlir.core.schedule import micro_kernel_shape
 from ansor_mlir.errors import AnsorError
 
 # One tile of `MR` rows and `NV` vectors of columns; C's vector extension lowers `s * b + acc` to FMAs
@@ -114,11 +115,6 @@ def _staggered(arrays: list[np.ndarray]) -> list[np.ndarray]:
     return views
 
 
-def _shape(text: str) -> tuple[int, int]:
-    mr, nr = text.split("x")
-    return int(mr), int(nr)
-
-
 def matmul_kernels(workdir: Path, a: np.ndarray, b: np.ndarray, shapes: list[str], vector_bytes: int,
                    ) -> list[MicroKernel]:
     """Kernels computing `a @ b` (float32, `[batch, m, k] @ [batch, k, n]`) with each `MRxNR` register tile of
@@ -131,7 +127,7 @@ def matmul_kernels(workdir: Path, a: np.ndarray, b: np.ndarray, shapes: list[str
     n = b.shape[2]
     a, b, out = _staggered([np.asarray(a, np.float32), np.asarray(b, np.float32), np.zeros((batch, m, n), np.float32)])
     lanes = vector_bytes // 4
-    tiles = [_shape(s) for s in shapes]
+    tiles = [micro_kernel_shape(s) for s in shapes]
     if any(nr % lanes or n % nr for _, nr in tiles):
         raise AnsorError(f"micro-kernel shapes {shapes}: each nr must be whole {lanes}-lane vectors dividing {n}")
     src, lib = workdir / "microkernels.c", workdir / "microkernels.so"
