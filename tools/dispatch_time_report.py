@@ -81,8 +81,7 @@ def hand_written(workload: Workload, inputs: list, target, workdir: Path) -> lis
         return []
     from ansor_mlir.space.micro_kernel import register_shapes
 
-    _, m, k = inputs[0].shape
-    n = inputs[1].shape[2]
+    m, n = inputs[0].shape[1], inputs[1].shape[2]
     shapes = list(register_shapes(m, n, target, inputs[0].itemsize, peel=True))
     return matmul_kernels(workdir, inputs[0], inputs[1], shapes, target.vector_lanes(inputs[0].itemsize) * 4)
 

@@ -280,8 +280,10 @@ HEAP_PROBE = r"""
 import ctypes, resource, sys
 import numpy as np
 from ansor_bench.heap import keep_freed_memory
-ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD pinned low: every 4 MB block a fresh mmap
-kept = keep_freed_memory() if sys.argv[1] == "keep" else False
+mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+if mallopt is not None:
+    mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD pinned low: every 4 MB block a fresh mmap
+kept = keep_freed_memory() if sys.argv[1] == "keep" and mallopt is not None else False
 np.ones(1 << 20, np.float32)  # the first call maps its memory either way
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(20):
