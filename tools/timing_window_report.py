@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     threads = results["meta"]["threads"]
     # As the suite does, before PyTorch's pools start. PyTorch's C2D once read about 3x its suite time here (6.3
-    # against 2.1 ms, Zen 3, 2 threads) with or without the pins: its 3.2 MB output was a fresh mmap each call
-    # in this process, which `keep_freed_memory` rules out (`ansor_bench/heap.py`).
+    # against 2.1 ms, Zen 3, 2 threads) with or without the pins; the likely cause, not re-measured on Zen 3, is
+    # its 3.2 MB output mapped afresh on every call, which `keep_freed_memory` rules out (`ansor_bench/heap.py`).
     pin_threads(threads)
     keep_freed_memory()
     if threads > 1:
