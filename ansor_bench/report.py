@@ -273,6 +273,23 @@ def _metric_table(report: BenchReport, fmt: Callable[[Cell], str]) -> str:
     return _md_table(["workload", *report.contenders], rows)
 
 
+def _peak_share(cell: Cell) -> str:
+    rounds = "" if cell.pct_peak_rounds is None else f" / {cell.pct_peak_rounds:.1f}%"
+    return f"{cell.gflops:.1f} ({cell.pct_peak:.1f}%{rounds})"
+
+
+def _peak_share_lines(report: BenchReport) -> list[str]:
+    """The achieved-GFLOP/s table, headed by what its shares are of (a run from before the same-rounds peak has
+    only the first)."""
+    table = _metric_table(report, _peak_share)
+    if not any(c.pct_peak_rounds is not None for c in report.cells):
+        return [table]
+    return ["GFLOP/s (% of the peak above / % of the peak in the op's own rounds). The second share divides by the "
+            "FMA kernel's median over the same alternated rounds as the op's contenders (`ansor_bench/suite.py` "
+            "`run_workload`), so it compares like with like: a median with a median, in the same hour. The first "
+            "divides a median by the best of the peak's measurements at the run's start and end.", table]
+
+
 def _threads_text(threads: int) -> str:
     return "one thread" if threads == 1 else f"{threads} threads"
 
@@ -345,7 +362,7 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
                   [[w, *(cell_text(report.cell(w, c), lambda x: _speedup_text(report, x)) for c in report.contenders)]
                    for w in report.workloads]),
         "## Achieved GFLOP/s and % of peak",
-        _metric_table(report, lambda c: f"{c.gflops:.1f} ({c.pct_peak:.1f}%)"),
+        *_peak_share_lines(report),
         "## % of the roofline bound",
         _metric_table(report, lambda c: f"{c.pct_roofline:.1f}%"),
     ]

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ansor_bench.contenders import Contender, Prepared, Settings, Unavailable
-from ansor_bench.roofline import Roofline
+from ansor_bench.roofline import PeakCall, Roofline
 from ansor_bench.timing import Timing, mismatch, time_alternately, warm_up_s
 from ansor_bench.workloads import Workload
 
@@ -37,6 +37,8 @@ class Cell:
     calls: int = 0
     gflops: float | None = None
     pct_peak: float | None = None
+    # Of the FMA kernel's median over the same alternated rounds (`run_workload`): the peak in the op's own hour.
+    pct_peak_rounds: float | None = None
     pct_roofline: float | None = None
     prepare_s: float | None = None
     trials: int | None = None
@@ -86,13 +88,25 @@ def rescored(cell: Cell, workload: Workload, roofline: Roofline) -> Cell:
     )
 
 
-def _timed_cell(workload: Workload, contender: str, prepared: Prepared, seconds: Timing, roofline: Roofline) -> Cell:
+# The name the FMA kernel is timed under beside an op's contenders; no contender is called so.
+PEAK_KEY = "peak (FMA kernel)"
+
+
+def rounds_peak_flops(peak: PeakCall, seconds: Timing, threads: int) -> float:
+    """The peak FLOP/s in the rounds the FMA kernel was timed in: its median call on one core, times `threads`
+    (the kernel runs on the calling thread, as `Roofline.scaled` counts cores)."""
+    return threads * peak.flops / seconds.median_s
+
+
+def _timed_cell(workload: Workload, contender: str, prepared: Prepared, seconds: Timing, roofline: Roofline,
+                peak_flops: float | None = None) -> Cell:
     median = seconds.median_s
     return Cell(
         workload=workload.label, op=workload.name, contender=contender, status=OK,
         median_s=median, min_s=seconds.min_s, spread=seconds.spread, calls=seconds.calls,
         gflops=workload.flops / median / 1e9,
         pct_peak=100.0 * workload.flops / median / roofline.peak_flops,
+        pct_peak_rounds=None if peak_flops is None else 100.0 * workload.flops / median / peak_flops,
         pct_roofline=100.0 * roofline.fraction(workload.flops, workload.min_bytes, median),
         prepare_s=prepared.prepare_s, trials=prepared.trials, note=prepared.note,
     )
@@ -105,8 +119,15 @@ def run_workload(
     roofline: Roofline,
     plan: TimingPlan,
     status: Callable[[str], None] = lambda _: None,
+    peak: PeakCall | None = None,
 ) -> tuple[list[Cell], list[Curve]]:
-    """All contenders on one workload; cells in contender order, curves of the tuners."""
+    """All contenders on one workload; cells in contender order, curves of the tuners.
+
+    With `peak`, the FMA kernel is timed in the same rounds as the contenders and each cell also reads its share
+    of that peak (`pct_peak_rounds`): the run's peak is the best of two measurements an hour apart, and this host's
+    clock moves by the hour (every GMM contender 8-12% slower in one run than in the one before), so a share of it
+    moves with the hour; a share of the same rounds' peak does not.
+    """
     inputs = workload.inputs(settings.seed)
     status(f"{workload.label}: numpy reference")
     reference = workload.reference(inputs)
@@ -134,10 +155,13 @@ def run_workload(
         ready[contender.name] = prepared
     if ready:
         status(f"{workload.label}: timing {len(ready)} contenders alternately")
-        times = time_alternately({name: p.call for name, p in ready.items()}, plan.rounds, plan.min_round_s,
-                                 plan.warm_up_s)
+        calls = {name: p.call for name, p in ready.items()}
+        if peak is not None:
+            calls[PEAK_KEY] = peak.call
+        times = time_alternately(calls, plan.rounds, plan.min_round_s, plan.warm_up_s)
+        peak_flops = None if peak is None else rounds_peak_flops(peak, times[PEAK_KEY], settings.threads)
         for name, prepared in ready.items():
-            cells[name] = _timed_cell(workload, name, prepared, times[name], roofline)
+            cells[name] = _timed_cell(workload, name, prepared, times[name], roofline, peak_flops)
     return [cells[c.name] for c in contenders], curves
 
 

@@ -142,7 +142,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     from ansor_bench import report as rep
     from ansor_bench.call_floor import floor_text, lowest, measure_call_floors
     from ansor_bench.contenders import Settings, select_contenders
-    from ansor_bench.roofline import measure_roofline
+    from ansor_bench.roofline import PEAK_CALL_FLOPS, measure_roofline, peak_call
     from ansor_bench.suite import DEFAULT_ROUNDS, TimingPlan, rescored, run_workload
     from ansor_mlir.core.fma_throughput import peak_check, reported_clock_hz
     from ansor_mlir.core.target import detect_host
@@ -179,13 +179,14 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     console.print("measuring this machine's roofline (1 thread)...")
     roofline = measure_roofline(target.l3_bytes, quick=args.quick, caches=(target.l2_bytes, target.l3_bytes))
     floors = measure_call_floors(target, out_dir, plan.rounds, plan.min_round_s)
+    peak = peak_call(out_dir / "peak", PEAK_CALL_FLOPS)  # timed in every op's rounds (`run_workload`)
     cells, curves = [], []
     with Progress(TextColumn("[bold]benchmark"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("", total=len(workloads))
         for workload in workloads:
             c, k = run_workload(workload, contenders, settings, roofline, plan,
-                                lambda text: progress.update(bar, description=text))
+                                lambda text: progress.update(bar, description=text), peak)
             cells += c
             curves += k
             progress.advance(bar)

@@ -45,15 +45,12 @@ from timing_window_report import read_run, tuned_labels, workload_of  # noqa: E4
 from ansor_bench.c_microkernels import MicroKernel, matmul_kernels  # noqa: E402
 from ansor_bench.contenders import op_args, slug  # noqa: E402
 from ansor_bench.report import run_metadata  # noqa: E402
-from ansor_bench.roofline import PeakCall, peak_call  # noqa: E402
+from ansor_bench.roofline import PEAK_CALL_FLOPS, PeakCall, peak_call  # noqa: E402
 from ansor_bench.timing import time_alternately, warm_up_s  # noqa: E402
 from ansor_bench.workloads import Workload  # noqa: E402
 from ansor_mlir.errors import AnsorError  # noqa: E402
 
 ROUND_S = 0.05  # each contender's timed slice per round, as the suite's
-# The peak kernel's work per call (about 1 ms): long enough that the ctypes call costs nothing measurable (at a
-# 128^3 matmul's 4 MFLOP it read the peak 2% low), short enough for dozens of calls in each round.
-PEAK_CALL_FLOPS = 2.0**28
 REPEAT_FLAG = "--iree-hal-benchmark-dispatch-repeat-count"
 
 
