@@ -46,6 +46,7 @@ from ansor_bench.c_microkernels import MicroKernel, matmul_kernels  # noqa: E402
 from ansor_bench.contenders import op_args, slug  # noqa: E402
 from ansor_bench.report import run_metadata  # noqa: E402
 from ansor_bench.roofline import PEAK_CALL_FLOPS, PeakCall, peak_call  # noqa: E402
+from ansor_bench.suite import rounds_peak_flops  # noqa: E402
 from ansor_bench.timing import time_alternately, warm_up_s  # noqa: E402
 from ansor_bench.workloads import Workload  # noqa: E402
 from ansor_mlir.errors import AnsorError  # noqa: E402
@@ -105,7 +106,7 @@ def measure_op(run: Path, label: str, target, rewrites: str, repeat: int, second
     calls.update({f"c {kernel.shape}": kernel.call for kernel in kernels})
     per_round = len(calls) * (ROUND_S + warm_up_s(ROUND_S))
     timings = time_alternately(calls, max(2, math.ceil(seconds / per_round)), ROUND_S)
-    peak_flops = peak.flops / timings["peak"].median_s
+    peak_flops = rounds_peak_flops(peak, timings["peak"], threads=1)
     call_s = timings["call"].median_s
     kernel_s = kernel_seconds(call_s, timings["repeated"].median_s, repeat)
 
