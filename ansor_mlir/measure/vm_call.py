@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ansor_mlir.mlir.runtime_device import release_free_blocks
 from ansor_mlir.mlir.vm_invoke import bound_call
 
 if TYPE_CHECKING:
@@ -37,7 +38,10 @@ MAX_PLACED_BYTES = 256 * 1024 * 1024
 
 
 def placements(device, inputs: list[np.ndarray]) -> list[list]:
-    """Several device copies of the inputs (all kept alive, so each sits at its own address)."""
+    """Several device copies of the inputs (all kept alive, so each sits at its own address), made after the
+    device's allocator has returned its cached free blocks (`runtime_device.release_free_blocks`: a full free list
+    would zero-fill the timed program's outputs on every call)."""
+    release_free_blocks(device)
     count = PLACEMENTS if sum(x.nbytes for x in inputs) * PLACEMENTS <= MAX_PLACED_BYTES else 1
     import iree.runtime as rt
 

@@ -1,4 +1,5 @@
-"""The runtime device: IREE's caching allocator on the CPU drivers, one device per URI, a clean exit."""
+"""The runtime device: IREE's caching allocator on the CPU drivers, room in its free list for each timing, one
+device per URI, a clean exit."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ansor_mlir.measure.vm_call import placements
 from ansor_mlir.mlir.iree_compiler import compile_vmfb
 from ansor_mlir.mlir.runtime_device import pools_host_memory, runtime_device
 
@@ -39,6 +41,28 @@ def test_a_freed_block_comes_back_without_the_heap_allocators_zero_fill():
     np.testing.assert_array_equal(reused_block(runtime_device("local-sync"), pattern), pattern)
     # IREE's default device zero-fills every allocation: the cost the pool removes from each call.
     assert not reused_block(rt.get_device("local-sync"), pattern).any()
+
+
+def fill_free_list(device, blocks: int = 80) -> None:
+    """Free more blocks than the pool's list holds (64), each of a size no timed program asks for."""
+    import iree.runtime as rt
+
+    held = [device.allocator.allocate_buffer(
+        memory_type=rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE, allowed_usage=rt.BufferUsage.DEFAULT,
+        allocation_size=(i + 1) * 8192 + 64) for i in range(blocks)]
+    del held
+
+
+def test_each_timing_finds_room_in_the_pool_whatever_ran_before_it():
+    """A full free list deallocates every block a program frees, so each call zero-fills its outputs again
+    (`runtime_device.release_free_blocks`); placing a timing's inputs makes room first."""
+    device = runtime_device("local-sync")
+    pattern = np.arange(1, 1 + 3000, dtype=np.float32)
+    fill_free_list(device)
+    assert not reused_block(device, pattern).any()  # the fault: the freed block was not kept
+    fill_free_list(device)
+    placements(device, [np.ones(16, np.float32)])
+    np.testing.assert_array_equal(reused_block(device, pattern), pattern)
 
 
 def test_one_device_per_uri_and_gpu_drivers_keep_their_allocator():
