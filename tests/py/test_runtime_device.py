@@ -22,15 +22,21 @@ func.func @double(%a: tensor<4096xf32>) -> tensor<4096xf32> {
 """
 
 
+def host_buffer(device, nbytes: int):
+    """A mappable buffer from the device's allocator (its pool, where it has one)."""
+    import iree.runtime as rt
+
+    return device.allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE,
+                                            allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=nbytes)
+
+
 def reused_block(device, pattern: np.ndarray) -> np.ndarray:
     """The contents of a buffer allocated right after one holding `pattern` was freed."""
     import iree.runtime as rt
 
     placed = rt.asdevicearray(device, pattern)
     del placed
-    buffer = device.allocator.allocate_buffer(
-        memory_type=rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE,
-        allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=pattern.nbytes)
+    buffer = host_buffer(device, pattern.nbytes)
     return np.array(buffer.map().asarray(list(pattern.shape), pattern.dtype))
 
 
@@ -47,11 +53,7 @@ def test_a_freed_block_comes_back_without_the_heap_allocators_zero_fill():
 
 def fill_free_list(device, blocks: int = 80) -> None:
     """Free more blocks than the pool's list holds (64), each of a size no timed program asks for."""
-    import iree.runtime as rt
-
-    held = [device.allocator.allocate_buffer(
-        memory_type=rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE, allowed_usage=rt.BufferUsage.DEFAULT,
-        allocation_size=(i + 1) * 8192 + 64) for i in range(blocks)]
+    held = [host_buffer(device, (i + 1) * 8192 + 64) for i in range(blocks)]
     del held
 
 
