@@ -25,6 +25,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import ansor_mlir  # noqa: E402
+from ansor_bench.roofline import PEAK_CALL_FLOPS, peak_call  # noqa: E402  (imports numpy: after the pinning)
 from ansor_mlir import api  # noqa: E402
 from ansor_mlir.core.target import detect_host  # noqa: E402
 from ansor_mlir.errors import AnsorError  # noqa: E402
@@ -35,6 +36,7 @@ from ansor_mlir.measure.inputs import make_arrays  # noqa: E402
 from ansor_mlir.mlir.iree_compiler import compile_vmfb, first_error_line, tuning_spec_flags  # noqa: E402
 
 EXAMPLES = Path(ansor_mlir.__file__).parent / "examples"
+PEAK_ROW = "one core's FMA peak (C kernel)"
 # What a user would call instead, per example (numpy's BLAS for the matmul).
 LIBRARY = {
     "matmul_bias_relu": ("numpy (OpenBLAS, 1 thread)", lambda a, b, bias: np.maximum(a @ b + bias, 0.0)),
@@ -98,6 +100,11 @@ def main() -> int:
                     if not np.allclose(a, b, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(a).max()))):
                         raise AnsorError(f"{name}: output differs from IREE default")
                 contenders.append(Contender(name, call=call))
+            # The core's FMA peak, timed in the same rounds: how far from the hardware each program is (on a
+            # core with half-rate 512-bit FMAs IREE's default can already sit near it).
+            peak = peak_call(Path(tmp) / "peak", PEAK_CALL_FLOPS)
+            if peak is not None:
+                contenders.append(Contender(PEAK_ROW, call=lambda *_: peak.call()))
             times = time_alternately(contenders, inputs)
     except AnsorError as exc:
         console.print(f"[red]error[/]: {exc}")
@@ -111,10 +118,20 @@ def main() -> int:
     table.add_column("program")
     table.add_column("median time", justify="right")
     table.add_column("speedup vs IREE default", justify="right")
+    peak_s = times.pop(PEAK_ROW, None)
+    if peak_s is not None:
+        table.add_column("% of peak", justify="right")
+    program_flops = sum(t.task.flops * t.task.weight for t in tuned.tasks)
     base = times["IREE default"]
     for name, seconds in times.items():
-        table.add_row(name, f"{seconds * 1e3:.3f} ms", f"{base / seconds:.2f}x")
+        row = [name, f"{seconds * 1e3:.3f} ms", f"{base / seconds:.2f}x"]
+        if peak_s is not None:
+            row.append(f"{program_flops / seconds / (peak.flops / peak_s):.0%}")
+        table.add_row(*row)
     Console().print(table)
+    if peak_s is not None:
+        console.print(f"peak: {peak.flops / peak_s / 1e9:.1f} GFLOP/s on one core, timed in the same rounds; "
+                      f"% of peak = the program's {program_flops / 1e9:.3f} GFLOP / time / peak")
     return 0
 
 
