@@ -10,7 +10,8 @@ runtime keeps its own worker pool, and the first calls after another
 contender's slice are slow while its pool wakes and the other's winds down
 (Zen 3, 2 threads, DIL, the same tuned programs in two runs of the suite:
 ansor-mlir 5.95 ms without the warm-up, 2.58 ms with it; PyTorch 2.99 and
-1.64 ms; IREE's default 9.79 and 7.43 ms).
+1.64 ms; IREE's default 9.79 and 7.43 ms). Before its warm-up, each slice
+waits for the previous contender's pool to stop spinning (`idle_pools`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ansor_bench.idle_pools import wait_for_idle_pools
 from ansor_mlir.measure.round_order import round_order
 from ansor_mlir.measure.vm_call import PlacedCalls
 
@@ -50,9 +52,10 @@ def time_alternately(
     contenders: dict[str, Callable[[], object]], rounds: int = 10, min_round_s: float = 0.05,
     warm_s: float | None = None,
 ) -> dict[str, Timing]:
-    """Time each callable in interleaved rounds; each round calls it for at least `min_round_s`, after an
-    untimed warm-up of `warm_s` (default: half a round). An IREE program's `PlacedCalls` moves to its next
-    placement of the inputs each round; other callables keep theirs."""
+    """Time each callable in interleaved rounds; each round calls it for at least `min_round_s`, after the other
+    contenders' pools went idle (`idle_pools`) and an untimed warm-up of `warm_s` (default: half a round).
+    An IREE program's `PlacedCalls` moves to its next placement of the inputs each round; other callables keep
+    theirs."""
     warm_s = warm_up_s(min_round_s, warm_s)
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     per_round: dict[str, list[float]] = {name: [] for name in contenders}
@@ -62,6 +65,7 @@ def time_alternately(
         for name, fn in round_order(list(contenders.items()), round_index):
             if isinstance(fn, PlacedCalls):
                 fn.advance()  # the next placement of its inputs, for the whole round
+            wait_for_idle_pools()
             warm_until = time.perf_counter() + warm_s
             while time.perf_counter() < warm_until:
                 fn()

@@ -7,9 +7,14 @@ on the 2-core Zen 5 guest the tuned 256x256 norm took 5 us on `local-sync`
 and 49 us on `local-task`, the tuned 128^3 matmul 19 against 23 us. So the
 tuned program is timed on both devices, alternately, and the threads are
 kept only when they pay: when the threaded program is faster by
-`THREADS_GAIN` both in the median round and over all rounds together (the
-time a user pays on average) in most of three comparisons a second apart
-(`verification.SPREAD_COMPARISONS`).
+`THREADS_GAIN` in the median round and no slower over all rounds together
+(the time a user pays on average) in most of three comparisons a second
+apart (`verification.SPREAD_COMPARISONS`). Asking the total for the same
+gain counted `local-task`'s rare late-worker rounds twice: on the 2-vCPU
+Zen 4 guest the 128^3 matmul ran 34.6 us on `local-task` against 38.6 us
+on one thread in the median, stayed on one thread in 2 of 3 comparisons,
+and read 38.8 us in the 2-thread table where IREE's default on
+`local-task` read 33.1 us.
 Otherwise the program runs on one thread, as PyTorch runs an op below its
 grain size inline: as fast, and it leaves the other cores to the user. The
 choice is a runtime flag (`--device=local-sync`).
@@ -54,7 +59,7 @@ from ansor_mlir.tuning.verification import (
 )
 
 ONE_THREAD = "local-sync"
-# The threaded program must win by this much, in the median paired speedup and in the ratio of total times.
+# The threaded program must win by this much in the median paired speedup, and not lose in the ratio of total times.
 THREADS_GAIN = 0.05
 
 
@@ -147,10 +152,10 @@ def threads_speedups(threaded_s: Sequence[float], one_thread_s: Sequence[float])
 
 def decide(threaded: str, threaded_s: Sequence[float], one_thread_s: Sequence[float]) -> tuple[str, ProgramCheck]:
     """(device, check) from alternated rounds: one thread unless the `threaded` device's program is faster by
-    `THREADS_GAIN` in the median round and in total. The check reads as speedups of one thread over the
-    threads, accepted where one runs."""
+    `THREADS_GAIN` in the median round and not slower in total. The check reads as speedups of one thread over
+    the threads, accepted where one runs."""
     paired, total = threads_speedups(threaded_s, one_thread_s)
-    threads_pay = min(paired, total) >= 1.0 + THREADS_GAIN
+    threads_pay = paired >= 1.0 + THREADS_GAIN and total >= 1.0
     check = judge(threaded_s, one_thread_s, 0.0)
     reason = ("" if not threads_pay else
               f"{threaded} is faster (speedup {paired:.3f} in the median round, {total:.3f} in total)")

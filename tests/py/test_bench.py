@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from ansor_bench.c_microkernels import matmul_kernels
 from ansor_bench.call_floor import CallFloor, floor_devices, floor_text, lowest
+from ansor_bench.idle_pools import other_threads_cpu_s, wait_for_idle_pools
 from ansor_bench.roofline import OPERAND_REGISTERS, Roofline, fma_chains, measure_roofline
 from ansor_bench.timing import mismatch, time_alternately, window_ratios
 from ansor_mlir.core.fma_throughput import fma_throughput, peak_check, reported_clock_hz
@@ -241,6 +243,23 @@ def test_alternating_rounds_time_each_contender_after_a_warm_up():
     warm = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.02)
     cold = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.0)
     assert max(warm["pool"].round_medians) < 0.002 <= max(cold["pool"].round_medians)
+
+
+@pytest.mark.skipif(other_threads_cpu_s() is None, reason="no per-thread scheduler statistics (Linux's /proc)")
+def test_a_slice_waits_for_another_pools_spinning_thread_to_stop():
+    """A pool spinning after its last call (TVM's for about 140 ms) must not take a core from the next contender."""
+    stop = time.perf_counter() + 0.15
+
+    def spin() -> None:
+        while time.perf_counter() < stop:
+            pass
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    waited = wait_for_idle_pools(max_wait_s=1.0)
+    spinner.join()
+    assert waited >= 0.1
+    assert wait_for_idle_pools(max_wait_s=1.0) < 0.05  # nothing spins now: one step
 
 
 def test_alternating_rounds_reverse_the_order_every_other_round():
