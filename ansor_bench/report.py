@@ -307,6 +307,9 @@ def render_markdown(report: BenchReport, plots: list[Path], doc_path: Path) -> s
     b = m["budgets"]
     # Runs before the warm-up existed carry no `warm_ms`.
     warm = f", each after an untimed warm-up of {b['warm_ms']:g} ms" if "warm_ms" in b else ""
+    # Runs before 133cab5 did not wait for the other contenders' pools to stop spinning.
+    if b.get("idle_pools"):
+        warm = f", each once the other contenders' thread pools stopped spinning (`ansor_bench/idle_pools.py`){warm}"
     unavailable = [c for c in report.cells if c.status != OK]
     parts = [
         f"# Benchmarks: the Ansor paper suite, batch 1, {_threads_text(threads)}",

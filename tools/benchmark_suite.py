@@ -204,7 +204,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None, console: Console, idl
     budgets = {"trials": settings.trials, "tvm_trials": settings.tvm_trials, "shapes": shapes,
                "rewrites": settings.rewrites,
                "rounds": plan.rounds, "min_round_ms": int(plan.min_round_s * 1e3),
-               "warm_ms": plan.warm_up_s * 1e3}
+               "warm_ms": plan.warm_up_s * 1e3, "idle_pools": True}
     command = "python tools/benchmark_suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     meta = rep.run_metadata(command, budgets, REPO, args.threads)
     meta["machine"]["idle_wakeup"] = idle_text

@@ -171,6 +171,7 @@ def test_threads_reach_every_contender_and_the_report(tmp_path):
     assert data["meta"]["machine"]["idle_wakeup"] in text and "cpuidle" in data["meta"]["machine"]["idle_wakeup"]
     # The warm-up the run used (`--quick`: half of a 20 ms round), written from the plan, not as fixed text.
     assert data["meta"]["budgets"]["warm_ms"] == 10 and "untimed warm-up of 10 ms" in text
+    assert "pools stopped spinning" in text
 
 
 def test_unknown_rewrites_are_a_one_line_error(tmp_path):
