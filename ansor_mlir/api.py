@@ -421,7 +421,10 @@ def _program_choices(given: UserProgram, program: UserProgram, rewritten: bool, 
                 program, spec, one_thread = given, None, None  # IREE's default of the program as given
         if alternatives(target):
             alone = _one_thread_choices(program, options.log, one_thread)
-            choice = choose_device(target, builder, runner, program, spec, options.seed, one_thread=alone)
+            # IREE's default build of the user's program: what the user has without tuning, on the threaded device.
+            untuned = spec is None and program.text == given.text
+            choice = choose_device(target, builder, runner, program, spec, options.seed, one_thread=alone,
+                                   untuned=untuned)
             for callback in listeners:
                 callback.on_note(choice.note(program.name, target.threads))
     finally:
