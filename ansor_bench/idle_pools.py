@@ -16,7 +16,6 @@ contender pays for another's.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -49,8 +48,6 @@ def other_threads_cpu_s(tasks: Path = Path("/proc/self/task")) -> float | None:
 def wait_for_idle_pools(max_wait_s: float = MAX_WAIT_S, step_s: float = STEP_S) -> float:
     """Sleep in `step_s` steps until the process's other threads use under `IDLE_SHARE` of a core over one step,
     at most `max_wait_s`; returns the seconds waited (0 where the statistics are not readable)."""
-    if os.name != "posix":
-        return 0.0
     start = time.perf_counter()
     before = other_threads_cpu_s()
     if before is None:

@@ -14,7 +14,12 @@ gain counted `local-task`'s rare late-worker rounds twice: on the 2-vCPU
 Zen 4 guest the 128^3 matmul ran 34.6 us on `local-task` against 38.6 us
 on one thread in the median, stayed on one thread in 2 of 3 comparisons,
 and read 38.8 us in the 2-thread table where IREE's default on
-`local-task` read 33.1 us. When the threaded program is IREE's default
+`local-task` read 33.1 us.
+Otherwise the program runs on one thread, as PyTorch runs an op below its
+grain size inline: as fast, and it leaves the other cores to the user. The
+choice is a runtime flag (`--device=local-sync`).
+
+When the threaded program is IREE's default
 build of the program as given (every task fell back to it, no rewrite
 kept), the burden turns: that build on the threaded device is what the user
 has without tuning, so one thread must win by `THREADS_GAIN` in the median
@@ -22,9 +27,6 @@ round, and not lose in total, to replace it. The table regenerated at
 133cab5 kept GMM's default on one thread again (38.5 against 36.7 us on
 `local-task`, a tie under the bar), and timed it at 39.0 us against the
 default's 32.9 us on `local-task`.
-Otherwise the program runs on one thread, as PyTorch runs an op below its
-grain size inline: as fast, and it leaves the other cores to the user. The
-choice is a runtime flag (`--device=local-sync`).
 
 The threads must prove themselves, not one thread: on the 2-vCPU Zen 3
 guest the host's phases move a one-thread 128^3 matmul between 53 and 90 us
