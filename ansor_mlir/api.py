@@ -29,7 +29,7 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.database.records import Record, best_records, read_records, upgrade_legacy
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.model_source import ModelSource, is_model_object, is_model_reference, load_model
-from ansor_mlir.frontend.pad_fusion import NAME as PAD_FUSION
+from ansor_mlir.frontend.pad_fusion import NAMES as FUSED_PAD_REWRITES
 from ansor_mlir.frontend.program_rewrites import (
     DEFAULT_REWRITES,
     NO_REWRITES,
@@ -299,7 +299,7 @@ class TuneResult:
 
 def _build_hint(changed: RewrittenProgram) -> str:
     """What a user building the flow-level output by hand must add, for rewrites that need it."""
-    if PAD_FUSION not in changed.names:
+    if not set(FUSED_PAD_REWRITES) & set(changed.names):
         return ""
     return f"; build the flow-level output with `iree-compile {FLOW_PAD_FLAG}` (fused pads)"
 

@@ -22,8 +22,9 @@ from ansor_mlir.frontend.border_split import NAME as BORDER_SPLIT
 from ansor_mlir.frontend.border_split import split_padded_borders
 from ansor_mlir.frontend.channels_last import NAME as CHANNELS_LAST
 from ansor_mlir.frontend.channels_last import convert_to_channels_last
+from ansor_mlir.frontend.pad_fusion import CONV_NAME as CONV_PAD_FUSION
 from ansor_mlir.frontend.pad_fusion import NAME as PAD_FUSION
-from ansor_mlir.frontend.pad_fusion import fuse_pads_into_window_ops
+from ansor_mlir.frontend.pad_fusion import fuse_pads_into_convolutions, fuse_pads_into_window_ops
 from ansor_mlir.frontend.phase_decomposition import NAME as PHASE_DECOMPOSITION
 from ansor_mlir.frontend.phase_decomposition import decompose_transposed_convolutions
 from ansor_mlir.frontend.reciprocal_division import NAME as RECIPROCAL_DIVISION
@@ -38,6 +39,7 @@ REWRITES: dict[str, Callable[[ir.Module], int]] = {
     CHANNELS_LAST: convert_to_channels_last,
     BORDER_SPLIT: split_padded_borders,
     PAD_FUSION: fuse_pads_into_window_ops,
+    CONV_PAD_FUSION: fuse_pads_into_convolutions,
     SHARED_SUBEXPRESSIONS: share_subexpressions,
     RECIPROCAL_DIVISION: divide_by_reciprocals,
 }

@@ -15,7 +15,7 @@ from ansor_mlir.api import _with_best
 from ansor_mlir.codegen.transform_strategy import pad_row_tile
 from ansor_mlir.core.schedule import REDUCTION, Candidate, Decompose, Family, PadRows, tile_knobs
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
-from ansor_mlir.frontend.pad_fusion import NAME
+from ansor_mlir.frontend.pad_fusion import CONV_NAME, NAME
 from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, SEPARATOR, rewrite_program
 from ansor_mlir.measure.compare import load_function
 from ansor_mlir.measure.local_builder import LocalBuilder
@@ -27,6 +27,7 @@ from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.tuner import build_input
 
 WITH_PAD_FUSION = SEPARATOR.join((DEFAULT_REWRITES, NAME))
+WITH_CONV_PAD_FUSION = SEPARATOR.join((DEFAULT_REWRITES, CONV_NAME))
 
 
 class Notes(TuningCallback):
@@ -65,6 +66,33 @@ def test_window_only_reductions_get_their_pad_and_others_keep_theirs():
     conv = make_workload("C2D", [1, 12, 12, 16, 32, 3, 1, 1]).mlir
     assert "flow.dispatch.region" not in fused(conv)
     assert rewrite_program(conv, WITH_PAD_FUSION.split(SEPARATOR), "test").text == conv
+
+
+def test_conv_pad_fusion_takes_convolutions_over_input_channels_too():
+    conv = make_workload("C2D", [1, 12, 12, 16, 32, 3, 1, 1]).mlir
+    changed = rewrite_program(conv, WITH_CONV_PAD_FUSION.split(SEPARATOR), "test")
+    assert changed.summary() == f"{CONV_NAME} (1 op)"
+    assert "tensor.pad" in changed.text.split("flow.dispatch.region")[1]
+    # A matmul reads no window: nothing to fuse.
+    gemm = make_workload("GMM", [1, 8, 8, 8]).mlir
+    assert rewrite_program(gemm, WITH_CONV_PAD_FUSION.split(SEPARATOR), "test").text == gemm
+
+
+def test_a_tuned_convolution_with_its_pad_fused_builds_runs_and_matches_numpy(tmp_path):
+    """Input channels and the window reduced in one dispatch that pads each workgroup's tile itself."""
+    workload = make_workload("C1D", [1, 32, 16, 32, 3, 2, 1])
+    target = api.resolve_target("llvm-cpu")
+    api.tune(workload.mlir, target, trials_per_task=3, log=tmp_path / "log.jsonl", progress=False,
+             rewrites=WITH_CONV_PAD_FUSION)
+    fused = _with_best(api.rewritten("test", workload.mlir, workload.func_name, WITH_CONV_PAD_FUSION).text,
+                       workload.func_name, tmp_path / "log.jsonl", target)
+    assert "tensor.pad" in fused and "flow.executable" in fused
+    built = compile_vmfb(fused, target.compile_flags(), tmp_path / "tuned.vmfb")
+    assert built.ok, built.stderr[-2000:]
+    fn, _ = load_function(tmp_path / "tuned.vmfb", workload.func_name)
+    inputs = workload.inputs(0)
+    (expected,) = workload.reference(inputs)
+    np.testing.assert_allclose(np.asarray(fn(*inputs).to_host()), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_a_task_holding_a_pad_is_built_as_one_dispatch():
