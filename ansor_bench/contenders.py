@@ -196,6 +196,8 @@ def prepare_ansor(workload: Workload, inputs: list[np.ndarray], settings: Settin
     if check is not None and not check.kept and check.check is not None:
         device += (f"; rewrites dropped: the program as given ran {check.check.default_s * 1e3:.3f} ms against "
                    f"{check.check.tuned_s * 1e3:.3f} ms tuned with them, so IREE's default of it is timed")
+    elif check is not None and not check.kept:
+        device += f"; rewrites dropped ({check.reason}), so IREE's default of the program as given is timed"
     # At threads > 1, part of each task's trials ran on one thread first (`tuning.one_thread_start`).
     first = sum(r.trials for r in result.one_thread)
     split = f" (the first {result.one_thread[0].trials} of each on one thread)" if first else ""

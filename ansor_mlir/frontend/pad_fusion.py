@@ -16,16 +16,23 @@ used by it alone. The pad, the op's initializer (a `linalg.fill` of a
 `tensor.empty`, when used by it alone) and the op go into one
 `flow.dispatch.region`, which IREE keeps as one dispatch.
 
-`conv-pad-fusion` takes every window op (some input index adds a reduction
-loop to an output loop), input-channel reductions included: on IREE's task
-system the separate pad is a fill and a copy of the whole input, each a
-step the workers finish and wait on before the convolution starts. With 2
-workers on the 2-vCPU Zen 4 guest the tuned C1D's dispatch ran 40.9 us
-alone and its program 58.4 us (on one thread 57 and 60 us); fused, the
-tuned program ran 47 us. The tuned strategies pad each workgroup's input
-tile (`codegen.transform_strategy._fuse_pads`); IREE's default of the fused
-form is slow (C1D 1.5 ms against 0.2 ms), so the rewrite is opt-in and
-`tuning.rewrite_check` keeps it only where the tuned program wins.
+`conv1d-pad-fusion` also takes ops that reduce over input channels, where
+the window spans one dimension (1-D convolutions): on IREE's task system the
+separate pad is a fill and a copy of the whole input, each a step the
+workers finish and wait on before the convolution starts. At 2 threads on
+the 2-vCPU Zen 4 guest (64 trials, alternated) the tuned C1D(1,256,64,128)
+ran 47.6 us fused against 61 unfused. Over 2-D windows the fused search
+lost: GRP(1,56,56,64,128,3,2,1,1,4) 802 us against 256, CAP's transform
+candidates all failed to compile (each workgroup's padded input tile is a
+stack buffer) and its program ran 12.4 ms against 0.46; so 2-D windows
+over channels keep their pad dispatch. IREE's default of a fused form is
+slow (C1D 1.5 ms against 0.2 ms), so the rewrite is opt-in and
+`tuning.rewrite_check` keeps it only where the tuned program wins (and
+builds). Where IREE's default of a fused dispatch does not build at all (a
+padded tile over the 32 KB stack limit), the tuner takes its reference
+from the task with the pad split off (`tuning.tuner`). A grouped
+convolution's pad -> channel split becomes split -> pad
+(`pad_after_expand`), so that its pad can feed the convolution.
 """
 
 from __future__ import annotations
@@ -33,17 +40,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from iree.compiler import ir
-from iree.compiler.dialects import linalg
+from iree.compiler.dialects import linalg, tensor
 
 from ansor_mlir.core.affine import AffineMap
 from ansor_mlir.frontend.affine_maps import affine_map_from_ir
 from ansor_mlir.frontend.dispatch_regions import REGION, wrap_in_dispatch_region
+from ansor_mlir.frontend.tensor_ir import erase_unused, pad_with_zeros, pads_with_zero, static_tensor
 from ansor_mlir.mlir.context import ancestors, producer, walk
 
 NAME = "pad-fusion"
-CONV_NAME = "conv-pad-fusion"
+CONV1D_NAME = "conv1d-pad-fusion"
 # The rewrites whose flow-level output builds only with `mlir.iree_compiler.FLOW_PAD_FLAG`.
-NAMES = (NAME, CONV_NAME)
+NAMES = (NAME, CONV1D_NAME)
 
 
 def fuse_pads_into_window_ops(module: ir.Module) -> int:
@@ -51,13 +59,16 @@ def fuse_pads_into_window_ops(module: ir.Module) -> int:
     return _fuse(module, reduces_over_window_only)
 
 
-def fuse_pads_into_convolutions(module: ir.Module) -> int:
-    """Put every window op (convolutions over input channels too) and its input's pad into one dispatch region;
-    how many were."""
-    return _fuse(module, reads_a_window)
+def fuse_pads_into_1d_convolutions(module: ir.Module) -> int:
+    """Put every op reading a one-dimensional window (input-channel reductions included) and its input's pad into
+    one dispatch region; how many were."""
+    return _fuse(module, reads_a_1d_window)
 
 
 def _fuse(module: ir.Module, matches_maps: Callable[[AffineMap, AffineMap], bool]) -> int:
+    for op in list(walk(module.operation)):
+        if op.name.startswith("linalg.") and len(op.operands) >= 2:
+            pad_after_expand(op.operands[0])
     matches = [found for found in (match_padded_window_op(op, matches_maps) for op in list(walk(module.operation)))
                if found]
     for ops in matches:
@@ -84,6 +95,38 @@ def match_padded_window_op(op: ir.Operation, matches_maps: Callable[[AffineMap, 
     return [pad, *_initializer(op.operands[-1]), op]
 
 
+def pad_after_expand(value: ir.Value) -> bool:
+    """Where `value` is a `tensor.expand_shape` of a zero pad that pads no dimension the reshape splits (a grouped
+    convolution's pad -> channels split into groups), expand first and pad after, so that the pad feeds the window
+    op directly and can join its dispatch; whether it did."""
+    expand = producer(value)
+    if expand is None or expand.name != "tensor.expand_shape" or not _used_once(value):
+        return False
+    pad = producer(expand.operands[0])
+    if (pad is None or pad.name != "tensor.pad" or len(pad.operands) != 1 or not _used_once(pad.results[0])
+            or not pads_with_zero(pad) or static_tensor(value.type) is None):
+        return False
+    groups = [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(expand.attributes["reassociation"])]
+    low, high = (list(ir.DenseI64ArrayAttr(pad.attributes[k])) for k in ("static_low", "static_high"))
+    if any(len(group) > 1 and (low[i] or high[i]) for i, group in enumerate(groups)):
+        return False
+    shape = list(ir.RankedTensorType(value.type).shape)
+    new_low, new_high = [0] * len(shape), [0] * len(shape)
+    for i, group in enumerate(groups):
+        if len(group) == 1:
+            new_low[group[0]], new_high[group[0]] = low[i], high[i]
+            shape[group[0]] -= low[i] + high[i]
+    element = ir.RankedTensorType(value.type).element_type
+    with ir.InsertionPoint(expand), expand.location:
+        reshaped = tensor.ExpandShapeOp(ir.RankedTensorType.get(shape, element), pad.operands[0],
+                                        expand.attributes["reassociation"], [], shape).result
+        padded = pad_with_zeros(reshaped, new_low, new_high, {})
+    value.replace_all_uses_with(padded)
+    expand.erase()
+    erase_unused(pad)
+    return True
+
+
 def reduces_over_window_only(input_map: AffineMap, output_map: AffineMap) -> bool:
     """Every loop the output does not index appears in the input only beside an output loop (`oh + kh`)."""
     out_dims = output_map.dims()
@@ -96,14 +139,16 @@ def reduces_over_window_only(input_map: AffineMap, output_map: AffineMap) -> boo
     return all(any(d in expr.dims() for expr in input_map.results) for d in reductions)
 
 
-def reads_a_window(input_map: AffineMap, output_map: AffineMap) -> bool:
-    """Some index of the input adds a reduction loop to an output loop (`oh + kh`): a window over the input."""
+def reads_a_1d_window(input_map: AffineMap, output_map: AffineMap) -> bool:
+    """Exactly one index of the input adds a reduction loop to an output loop (`ow + kw`): a window over one
+    dimension of the input, whatever else it reduces over."""
     out_dims = output_map.dims()
     reductions = set(range(output_map.num_dims)) - out_dims
     if not reductions or not output_map.is_projected_permutation():
         return False
-    return any(expr.linear and set(expr.dims()) & reductions and set(expr.dims()) & out_dims
-               for expr in input_map.results)
+    windows = [expr for expr in input_map.results
+               if expr.linear and set(expr.dims()) & reductions and set(expr.dims()) & out_dims]
+    return len(windows) == 1
 
 
 def _initializer(value: ir.Value) -> list[ir.Operation]:

@@ -22,9 +22,9 @@ from ansor_mlir.frontend.border_split import NAME as BORDER_SPLIT
 from ansor_mlir.frontend.border_split import split_padded_borders
 from ansor_mlir.frontend.channels_last import NAME as CHANNELS_LAST
 from ansor_mlir.frontend.channels_last import convert_to_channels_last
-from ansor_mlir.frontend.pad_fusion import CONV_NAME as CONV_PAD_FUSION
+from ansor_mlir.frontend.pad_fusion import CONV1D_NAME as CONV1D_PAD_FUSION
 from ansor_mlir.frontend.pad_fusion import NAME as PAD_FUSION
-from ansor_mlir.frontend.pad_fusion import fuse_pads_into_convolutions, fuse_pads_into_window_ops
+from ansor_mlir.frontend.pad_fusion import fuse_pads_into_1d_convolutions, fuse_pads_into_window_ops
 from ansor_mlir.frontend.phase_decomposition import NAME as PHASE_DECOMPOSITION
 from ansor_mlir.frontend.phase_decomposition import decompose_transposed_convolutions
 from ansor_mlir.frontend.reciprocal_division import NAME as RECIPROCAL_DIVISION
@@ -39,7 +39,7 @@ REWRITES: dict[str, Callable[[ir.Module], int]] = {
     CHANNELS_LAST: convert_to_channels_last,
     BORDER_SPLIT: split_padded_borders,
     PAD_FUSION: fuse_pads_into_window_ops,
-    CONV_PAD_FUSION: fuse_pads_into_convolutions,
+    CONV1D_PAD_FUSION: fuse_pads_into_1d_convolutions,
     SHARED_SUBEXPRESSIONS: share_subexpressions,
     RECIPROCAL_DIVISION: divide_by_reciprocals,
 }
@@ -49,7 +49,8 @@ SEPARATOR = "+"
 # those final convolutions; it changes only a convolution with at least 8% of its taps on padding and 25 million
 # multiply-accumulates to skip (the suite's C3D; no layer of ResNet-50, MobileNetV2 or BERT). Pad fusion is
 # opt-in (`rewrites=phase-decomposition+channels-last+border-split+pad-fusion`, last, on the final form of every
-# window op): a flow-level module it shaped builds only with `--iree-flow-enable-pad-handling`
+# window op; `conv1d-pad-fusion` likewise): a flow-level module it shaped builds only with
+# `--iree-flow-enable-pad-handling`
 # (`mlir.iree_compiler`); border split splits no op pad fusion wrapped. Shared subexpressions reads generics only
 # (a softmax written with its `exp` in two of them), which none of the others make or change. Reciprocal division
 # is opt-in too (it rounds differently from the division it replaces, `frontend/reciprocal_division.py`).

@@ -30,7 +30,7 @@ MIN_LOSS = 0.05
 @dataclass(frozen=True)
 class RewriteCheck:
     """Whether the tuned rewritten program is kept, and the alternated timing that decided it (None: not timed;
-    the rewrites stay)."""
+    the rewrites stay unless the tuned program did not build or run)."""
 
     kept: bool
     check: ProgramCheck | None = None
@@ -38,8 +38,11 @@ class RewriteCheck:
 
     def note(self, name: str, rewrites: str) -> str:
         """One line for the user: what was compared, and what the tuned module is."""
-        if self.check is None:
+        if self.check is None and self.kept:
             return f"{name}: rewrites {rewrites} kept without a check ({self.reason})"
+        if self.check is None:
+            return (f"{name}: rewrites {rewrites} dropped ({self.reason}); the tuned module is the program as given, "
+                    "built as IREE builds it")
         times = (f"{self.check.tuned_s * 1e6:.1f} us tuned with rewrites {rewrites}, "
                  f"{self.check.default_s * 1e6:.1f} us for IREE's default of the program as given")
         if self.kept:
@@ -60,9 +63,12 @@ def decide(given_s: tuple[float, ...], tuned_s: tuple[float, ...]) -> RewriteChe
 def check_rewrites(builder: Builder, runner: Runner, given: UserProgram, rewritten: UserProgram, spec: str | None,
                    seed: int = 0, rounds: int = 15) -> RewriteCheck:
     """Build the program as given (IREE's default) and the rewritten one with `spec` (the log's best), time them
-    alternately on the same inputs, and keep the rewrites unless the program as given wins."""
-    timing = time_pair(builder, runner, ProgramVariant("the program as given", given),
-                       ProgramVariant("the tuned program", rewritten, spec), seed, rounds)
+    alternately on the same inputs, and keep the rewrites unless the program as given wins or the tuned program
+    does not build or run."""
+    tuned = ProgramVariant("the tuned program", rewritten, spec)
+    timing = time_pair(builder, runner, ProgramVariant("the program as given", given), tuned, seed, rounds)
+    if timing.failed == tuned.label:  # never chosen: the program as given builds and runs
+        return RewriteCheck(kept=False, reason=timing.failure)
     if not timing.comparisons:
         return RewriteCheck(kept=True, reason=timing.failure)
     return majority([decide(*samples) for samples in timing.comparisons])

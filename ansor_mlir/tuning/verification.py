@@ -153,6 +153,8 @@ class PairTiming:
 
     comparisons: tuple[Samples, ...] = ()
     failure: str = ""
+    # The label of the one program that did not build or run, when the failure is one program's.
+    failed: str = ""
 
 
 def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: ProgramVariant, seed: int = 0,
@@ -174,12 +176,12 @@ def time_pair(builder: Builder, runner: Runner, first: ProgramVariant, second: P
     builds = builds * 2 if same else builds
     for contender, built in zip(pair, builds, strict=True):
         if not built.ok or built.program is None:
-            return PairTiming(failure=f"{contender.label} did not build: {built.message}")
+            return PairTiming(failure=f"{contender.label} did not build: {built.message}", failed=contender.label)
     programs = tuple(replace(b.program, parameters=c.program.parameters, parameter_scope=c.program.parameter_scope)
                      for c, b in zip(pair, builds, strict=True) if b.program is not None)
     run = runner.submit(RunInput(programs[1], inputs, timeout_s=REFERENCE_TIMEOUT_S)).result()
     if not run.measured.ok:
-        return PairTiming(failure=f"{second.label} did not run: {run.measured.message}")
+        return PairTiming(failure=f"{second.label} did not run: {run.measured.message}", failed=second.label)
     rounds, limit = compare_budget(run.measured.median_s, 2, rounds)
     timed: list[Samples] = []
     for index in range(comparisons):

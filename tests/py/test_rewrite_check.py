@@ -35,10 +35,10 @@ def target() -> Target:
     return resolve_target(detect_host())
 
 
-def run_check(target: Target, rewritten: str):
+def run_check(target: Target, rewritten: str, spec: str | None = None):
     builder, runner = LocalBuilder(target), LocalRunner(target)
     try:
-        return check_rewrites(builder, runner, UserProgram(MATMUL, "mm"), UserProgram(rewritten, "mm"), None)
+        return check_rewrites(builder, runner, UserProgram(MATMUL, "mm"), UserProgram(rewritten, "mm"), spec)
     finally:
         builder.close()
         runner.close()
@@ -65,6 +65,14 @@ def test_a_slower_rewritten_program_is_dropped(target: Target):
     assert "lost to IREE's default of the program as given" in slower.note("mm", "pad-fusion")
     same = run_check(target, MATMUL)
     assert same.check is not None and same.kept, same
+
+
+def test_a_tuned_program_that_does_not_build_is_dropped(target: Target):
+    """The program as given builds: a rewritten program whose tuning spec IREE rejects is never the result."""
+    broken = run_check(target, SLOWER, spec="this is not a tuning spec")
+    assert not broken.kept and broken.check is None, broken
+    assert "did not build" in broken.reason
+    assert "the tuned module is the program as given" in broken.note("mm", "conv1d-pad-fusion")
 
 
 def test_tune_reports_the_check_only_when_a_rewrite_applied(tmp_path):
