@@ -67,7 +67,7 @@ def fuse_pads_into_1d_convolutions(module: ir.Module) -> int:
 
 def _fuse(module: ir.Module, matches_maps: Callable[[AffineMap, AffineMap], bool]) -> int:
     for op in list(walk(module.operation)):
-        if op.name.startswith("linalg.") and len(op.operands) >= 2:
+        if _maps_match(op, matches_maps):
             pad_after_expand(op.operands[0])
     matches = [found for found in (match_padded_window_op(op, matches_maps) for op in list(walk(module.operation)))
                if found]
@@ -80,11 +80,7 @@ def match_padded_window_op(op: ir.Operation, matches_maps: Callable[[AffineMap, 
                            ) -> list[ir.Operation] | None:
     """The ops to fuse (pad, initializer ops, `op`) when `op` reads a padded input and its (input, output) maps
     pass `matches_maps` (default: it reduces over a window only)."""
-    raw_maps = linalg.get_indexing_maps(op) if op.name.startswith("linalg.") else None
-    if raw_maps is None or len(op.results) != 1 or len(op.operands) < 2 or _in_region(op):
-        return None
-    maps = [affine_map_from_ir(ir.AffineMapAttr(m).value) for m in raw_maps]
-    if len(maps) != len(op.operands) or not (matches_maps or reduces_over_window_only)(maps[0], maps[-1]):
+    if not _maps_match(op, matches_maps or reduces_over_window_only):
         return None
     pad = producer(op.operands[0])
     if pad is None or pad.name != "tensor.pad" or not _used_once(pad.results[0]):
@@ -93,6 +89,15 @@ def match_padded_window_op(op: ir.Operation, matches_maps: Callable[[AffineMap, 
            for v in (*op.operands, op.results[0])):
         return None
     return [pad, *_initializer(op.operands[-1]), op]
+
+
+def _maps_match(op: ir.Operation, matches_maps: Callable[[AffineMap, AffineMap], bool]) -> bool:
+    """A one-result linalg op outside any dispatch region whose (first input, output) maps pass `matches_maps`."""
+    raw_maps = linalg.get_indexing_maps(op) if op.name.startswith("linalg.") else None
+    if raw_maps is None or len(op.results) != 1 or len(op.operands) < 2 or _in_region(op):
+        return False
+    maps = [affine_map_from_ir(ir.AffineMapAttr(m).value) for m in raw_maps]
+    return len(maps) == len(op.operands) and matches_maps(maps[0], maps[-1])
 
 
 def pad_after_expand(value: ir.Value) -> bool:

@@ -17,10 +17,11 @@ from ansor_mlir.core.measure_result import ErrorKind
 from ansor_mlir.core.schedule import REDUCTION, Candidate, Decompose, Family, PadRows, tile_knobs
 from ansor_mlir.database.records import read_records
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
-from ansor_mlir.frontend.pad_fusion import CONV1D_NAME, NAME
+from ansor_mlir.frontend.pad_fusion import CONV1D_NAME, NAME, fuse_pads_into_1d_convolutions
 from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, SEPARATOR, rewrite_program
 from ansor_mlir.measure.compare import load_function
 from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.mlir.context import new_context, parse_module
 from ansor_mlir.mlir.iree_compiler import FLOW_PAD_FLAG, compile_to_phase, compile_vmfb, run_tool
 from ansor_mlir.space.annotation import is_valid, sample_candidate
 from ansor_mlir.space.resolve import resolve
@@ -78,6 +79,10 @@ def test_conv1d_pad_fusion_takes_1d_convolutions_over_input_channels_too():
     # A 2-D window over input channels keeps its pad dispatch (its fused search lost), a matmul reads no window.
     for other in (make_workload("C2D", [1, 12, 12, 16, 32, 3, 1, 1]).mlir, make_workload("GMM", [1, 8, 8, 8]).mlir):
         assert rewrite_program(other, WITH_CONV1D_PAD_FUSION.split(SEPARATOR), "test").text == other
+    # A grouped 2-D one keeps its pad before the channel split: nothing takes the pad, so nothing moves it.
+    grouped = parse_module(make_workload("GRP", [1, 14, 14, 16, 32, 3, 2, 1, 1, 4]).mlir, "test", new_context())
+    before = str(grouped)
+    assert fuse_pads_into_1d_convolutions(grouped) == 0 and str(grouped) == before
 
 
 # A grouped 1-D convolution as an importer writes it: pad, then the channels split into 2 groups of 4.
