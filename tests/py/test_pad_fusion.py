@@ -40,6 +40,18 @@ class Notes(TuningCallback):
     def on_note(self, message: str) -> None:
         self.seen.append(message)
 
+
+def assert_tuned_program_matches(workload, text: str, target, tmp_path) -> None:
+    """Build the tuned program `text` (compile_vmfb adds the flag a fused pad needs), run it once and check it
+    against the workload's numpy reference."""
+    built = compile_vmfb(text, target.compile_flags(), tmp_path / "tuned.vmfb")
+    assert built.ok, built.stderr[-2000:]
+    fn, _ = load_function(tmp_path / "tuned.vmfb", workload.func_name)
+    inputs = workload.inputs(0)
+    (expected,) = workload.reference(inputs)
+    np.testing.assert_allclose(np.asarray(fn(*inputs).to_host()), expected, rtol=1e-4, atol=1e-4)
+
+
 MAX_POOL = """
 func.func @pool(%x: tensor<1x9x9x16xf32>) -> tensor<1x9x9x16xf32> {
   %ninf = arith.constant 0xFF800000 : f32
@@ -139,12 +151,7 @@ def test_a_tuned_convolution_with_its_pad_fused_builds_runs_and_matches_numpy(tm
     fused = _with_best(api.rewritten("test", workload.mlir, workload.func_name, WITH_CONV1D_PAD_FUSION).text,
                        workload.func_name, tmp_path / "log.jsonl", target)
     assert "tensor.pad" in fused and "flow.executable" in fused
-    built = compile_vmfb(fused, target.compile_flags(), tmp_path / "tuned.vmfb")
-    assert built.ok, built.stderr[-2000:]
-    fn, _ = load_function(tmp_path / "tuned.vmfb", workload.func_name)
-    inputs = workload.inputs(0)
-    (expected,) = workload.reference(inputs)
-    np.testing.assert_allclose(np.asarray(fn(*inputs).to_host()), expected, rtol=1e-4, atol=1e-4)
+    assert_tuned_program_matches(workload, fused, target, tmp_path)
 
 
 def test_a_fused_task_whose_untuned_build_fails_is_tuned_against_iree_default_with_the_pad_split_off(tmp_path):
@@ -161,12 +168,7 @@ def test_a_fused_task_whose_untuned_build_fails_is_tuned_against_iree_default_wi
     defaults = [r for r in read_records(log) if r.candidate.sketch_index == 0 and not r.candidate.values]
     assert defaults and all(r.result.error is ErrorKind.COMPILE_ERROR for r in defaults), defaults
     assert result.tasks and all(t.best_s is not None for t in result.tasks)
-    built = compile_vmfb(result.module, target.compile_flags(), tmp_path / "tuned.vmfb")
-    assert built.ok, built.stderr[-2000:]
-    fn, _ = load_function(tmp_path / "tuned.vmfb", workload.func_name)
-    inputs = workload.inputs(0)
-    (expected,) = workload.reference(inputs)
-    np.testing.assert_allclose(np.asarray(fn(*inputs).to_host()), expected, rtol=1e-4, atol=1e-4)
+    assert_tuned_program_matches(workload, result.module, target, tmp_path)
 
 
 def test_a_task_holding_a_pad_is_built_as_one_dispatch():
@@ -210,12 +212,7 @@ def test_a_tuned_depthwise_program_with_fused_pads_builds_runs_and_matches_numpy
     plain = run_tool("iree-compile", [*target.compile_flags(), "-", "-o", str(tmp_path / "plain.vmfb")],
                      stdin=fused.encode())
     assert not plain.ok and FLOW_PAD_FLAG not in target.compile_flags()
-    built = compile_vmfb(fused, target.compile_flags(), tmp_path / "tuned.vmfb")
-    assert built.ok, built.stderr[-2000:]
-    fn, _ = load_function(tmp_path / "tuned.vmfb", workload.func_name)
-    inputs = workload.inputs(0)
-    (expected,) = workload.reference(inputs)
-    np.testing.assert_allclose(np.asarray(fn(*inputs).to_host()), expected, rtol=1e-4, atol=1e-4)
+    assert_tuned_program_matches(workload, fused, target, tmp_path)
 
 
 def padded_depthwise_task(shape: tuple[int, ...], target):
