@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import importlib.util
 import json
 import re
 import shutil
@@ -92,8 +91,6 @@ def test_quick_run_writes_csv_json_plots_and_markdown(tmp_path):
     assert (doc.parent / "benchmarks" / "results.csv").exists()
     assert (doc.parent / "benchmarks" / "speedup_vs_iree_default.png").stat().st_size > 1000
     # The run's programs re-timed beside PyTorch, ratios read off every window (`tools/timing_window_report.py`).
-    if importlib.util.find_spec("torch") is None:
-        return
     windows = tmp_path / "windows.md"
     cmd = [sys.executable, str(REPO / "tools" / "timing_window_report.py"), "--run", str(out), "--ops", "GMM",
            "--seconds", "1.2", "--windows", "0.3", "--docs", str(windows)]
@@ -127,7 +124,7 @@ def test_hand_written_micro_kernels_compute_the_matmul(tmp_path):
     kernels = matmul_kernels(tmp_path, a, b, shapes, lanes * 4)
     if shutil.which("gcc") is None and shutil.which("cc") is None:
         assert kernels == []
-        return
+        pytest.skip("no C compiler (gcc or cc) on PATH: the hand-written kernels cannot be built")
     assert [k.shape for k in kernels] == shapes
     for kernel in kernels:
         kernel.call()  # checked against numpy when built; calling again must not crash on freed operands
@@ -235,17 +232,17 @@ def test_alternating_rounds_time_each_contender_after_a_warm_up():
                 last["who"], last["slow"] = who, 4 if who == "pool" else 0
             if last["slow"]:
                 last["slow"] -= 1
-                time.sleep(0.003)
-            else:
-                time.sleep(0.001)
+                time.sleep(0.005)
         return call
 
     contenders = {"other": contender("other"), "pool": contender("pool")}
-    warm = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.02)
+    warm = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.03)
     cold = time_alternately(contenders, rounds=3, min_round_s=0.01, warm_s=0.0)
-    assert max(warm["pool"].round_medians) < 0.002 <= max(cold["pool"].round_medians)
+    # Warm calls return at once, cold ones sleep 5 ms: relative, so a loaded host's slow sleeps cannot flip it.
+    assert 20 * max(warm["pool"].round_medians) < max(cold["pool"].round_medians)
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(other_threads_cpu_s() is None, reason="no per-thread scheduler statistics (Linux's /proc)")
 def test_a_slice_waits_for_another_pools_spinning_thread_to_stop():
     """A pool spinning after its last call (TVM's for about 140 ms) must not take a core from the next contender."""

@@ -18,18 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("distributed")
-
-from ansor_mlir import api  # noqa: E402
-from ansor_mlir.database.records import read_records  # noqa: E402
-from ansor_mlir.errors import AnsorError  # noqa: E402
-from ansor_mlir.measure.builder import BuildInput, BuiltProgram  # noqa: E402
-from ansor_mlir.measure.dask_engine import DaskRunner, connect  # noqa: E402
-from ansor_mlir.measure.inputs import decode_array, encode_array, make_inputs  # noqa: E402
-from ansor_mlir.measure.local_runner import LocalRunner  # noqa: E402
-from ansor_mlir.measure.runner import RunInput  # noqa: E402
-from ansor_mlir.mlir.iree_compiler import compile_to_phase  # noqa: E402
-from ansor_mlir.tuning.tuner import task_module  # noqa: E402
+from ansor_mlir import api
+from ansor_mlir.database.records import read_records
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.measure.builder import BuildInput, BuiltProgram
+from ansor_mlir.measure.dask_engine import DaskRunner, connect
+from ansor_mlir.measure.inputs import decode_array, encode_array, make_inputs
+from ansor_mlir.measure.local_runner import LocalRunner
+from ansor_mlir.measure.runner import RunInput
+from ansor_mlir.mlir.iree_compiler import compile_to_phase
+from ansor_mlir.tuning.tuner import task_module
 
 START_S = 30.0
 
@@ -99,7 +97,12 @@ def test_tunes_on_a_cluster_named_by_its_address(cluster, small_mm, tmp_path):
     assert all(r.result.device.endswith(":local-sync") for r in measured)
     assert len({r.candidate.identity for r in records if r.program is None}) == len(
         [r for r in records if r.program is None])
-    assert "compilation_info" in result.module or "translation_info" in result.module or result.tasks
+    (task,) = result.tasks
+    assert task.trials == len(measured)
+    # The tuned module carries a configuration exactly when a measured candidate was applied.
+    applied = task.applied_record is not None and not task.applied_record.is_default
+    configured = "compilation_info" in result.module or "translation_info" in result.module
+    assert applied == configured, (task.applied_record, result.module[:400])
 
 
 def test_programs_and_outputs_travel_as_bytes(cluster, small_task, target):

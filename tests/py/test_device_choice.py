@@ -61,6 +61,7 @@ def test_compare_times_each_program_on_its_own_device(two_threads: Target):
     assert [len(s) for s in compared.samples] == [3, 3]
 
 
+@pytest.mark.timing
 def test_a_tiny_program_runs_on_one_thread(two_threads: Target):
     """A 16x16 matmul is far below what a second thread pays for: IREE's task system costs more than it."""
     builder, runner = LocalBuilder(two_threads), LocalRunner(two_threads)

@@ -11,9 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("onnx", reason="the node tests come from the onnx package: pip install 'ansor-mlir[importers]'")
-
-from ansor_bench.onnx_node_tests import (  # noqa: E402
+from ansor_bench.onnx_node_tests import (
     NOT_RUN,
     PASS,
     NodeTestResult,

@@ -58,6 +58,7 @@ def test_one_comparison_of_three_cannot_drop_the_rewrites():
     assert majority([lost, won, lost]) is lost
 
 
+@pytest.mark.timing
 def test_a_slower_rewritten_program_is_dropped(target: Target):
     """Real builds, timed alternately: twice the work loses to the program as given, and the note says so."""
     slower = run_check(target, SLOWER)

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch", reason="PyTorch models need torch (pip install torch==2.13.0, the CPU build); "
-                                            "the ONNX path is tested without it")
-
-import ansor_mlir  # noqa: E402
-from ansor_mlir import api  # noqa: E402
-from ansor_mlir.errors import AnsorError  # noqa: E402
-from ansor_mlir.frontend.torch_import import load_factory  # noqa: E402
+import ansor_mlir
+from ansor_mlir import api
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.torch_import import load_factory
 
 MODELS = Path(__file__).parents[2] / "examples" / "models"
 RTOL, ATOL = 1e-5, 1e-6
@@ -49,7 +47,6 @@ def test_batch_norm_runs_in_eval_mode_and_the_module_keeps_its_mode(target):
 
 
 def test_the_same_module_exported_to_onnx_gives_the_same_outputs(tmp_path, target):
-    pytest.importorskip("onnx")
     sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
     from export_onnx import export_onnx
 

@@ -53,6 +53,7 @@ def _record(target, task, sketch, candidate, median_s: float) -> Record:
                   fingerprint=target.fingerprint)
 
 
+@pytest.mark.timing
 def test_a_candidate_that_wins_alone_and_loses_in_the_program_is_rejected(small_mm, target, tmp_path: Path):
     """A deliberately slow configuration (1-element register tiles), logged as if it had won its task by 1000x:
     the whole program, timed against IREE's default build, shows it slower, so the default is applied."""
@@ -113,12 +114,12 @@ def _timed(target, program: BuiltProgram, inputs: tuple[bytes, ...]) -> float:
     return run.measured.median_s
 
 
+@pytest.mark.timing
 def test_a_model_with_external_weights_is_checked_as_compile_builds_it(target):
     """The program is the model's source built by IREE with a one-entry tuning spec, its weights served at run
     time (`ansor_mlir.compile`'s build, not a flow-level module that transforms the weights on every call): a
     deliberately slow configuration is rejected with real timings on both sides, and IREE's default build runs
     about as fast as the compiled model."""
-    pytest.importorskip("onnx", reason="the ONNX importer needs onnx: pip install 'ansor-mlir[importers]'")
     from onnx_models import mlp_onnx
 
     source = load_model(mlp_onnx(features=256, hidden=256))
@@ -145,7 +146,6 @@ def test_a_strategy_builds_in_the_model_and_an_unmatchable_root_is_a_failed_chec
     """A transform winner for a batchless convolution travels in its spec into the model's build and gets a
     verdict; a root whose body uses a constant of its function (a fused ReLU's zero) cannot be matched by a
     tuning spec, and its check records why, with no rounds, instead of stopping the run."""
-    pytest.importorskip("onnx", reason="the ONNX importer needs onnx: pip install 'ansor-mlir[importers]'")
     from onnx_models import cnn_onnx
 
     source = load_model(cnn_onnx(channels=16, size=16))
