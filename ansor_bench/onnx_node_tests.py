@@ -232,7 +232,7 @@ def summary(results: Sequence[NodeTestResult]) -> dict:
 
 
 def markdown(results: Sequence[NodeTestResult], header: str) -> str:
-    """docs/onnx_node_tests.md: counts, the regressions (none expected), and every failure with its reason."""
+    """docs/reports/onnx_node_tests.md: counts, the regressions (none expected), and every failure with its reason."""
     s = summary(results)
     lines = [
         "# ONNX node tests through ansor-mlir", "", header, "",

@@ -2,7 +2,7 @@
 
 Everything is rendered from one `BenchReport` (the measured cells, tuning
 curves, roofline and run metadata), so the markdown, the CSV and the plots
-can never disagree; `docs/benchmarks.md` is this module's output, not prose.
+can never disagree; `docs/reports/benchmarks.md` is this module's output, not prose.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class Curve:
 # than another: 10 rounds of five contenders (about 4 s) read the same softmax programs at 0.65-1.15x PyTorch
 # from one comparison to the next; over 15 s windows the ratios of GMM, softmax and TBS moved 0.71-0.84x
 # (about +-8% of their medians)
-# (`tools/timing_window_report.py`, `docs/timing_windows.md`).
+# (`tools/timing_window_report.py`, `docs/reports/timing_windows.md`).
 DEFAULT_ROUNDS = 40
 
 

@@ -7,7 +7,7 @@ default built for this host (run under qemu-aarch64) is chosen
 run under qemu and compared with the suite's numpy reference. Writes a
 markdown report with the command and the commit.
 
-    python tools/aarch64_report.py --cpu neoverse-v1 --trials 4 --docs docs/aarch64.md
+    python tools/aarch64_report.py --cpu neoverse-v1 --trials 4 --docs docs/reports/aarch64.md
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def main() -> int:
     parser.add_argument("--shape", type=int, default=0, help="row of each op's suite shapes (default: the first)")
     parser.add_argument("--trials", type=int, default=4, help="model picks tried per task at most")
     parser.add_argument("--out", type=Path, default=Path("runs/aarch64"))
-    parser.add_argument("--docs", type=Path, default=Path("docs/aarch64.md"))
+    parser.add_argument("--docs", type=Path, default=Path("docs/reports/aarch64.md"))
     args = parser.parse_args()
     runtime = find_emulated_runtime("aarch64")
     if isinstance(runtime, str):

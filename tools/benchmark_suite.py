@@ -1,6 +1,6 @@
 """Benchmark the Ansor paper suite (batch 1, one thread): ansor-mlir tuned vs IREE, PyTorch, numpy, TVM.
 
-    python tools/benchmark_suite.py --shapes first --trials 32 --docs docs/benchmarks.md
+    python tools/benchmark_suite.py --shapes first --trials 32 --docs docs/reports/benchmarks.md
     python tools/benchmark_suite.py --quick --ops GMM --contenders iree,numpy   # smoke run
 
 Writes results.csv, results.json and PNG plots to --out, prints tables, and
@@ -54,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
                    help="alternating timing rounds (default 40: longer than the host's phases, see "
                         "tools/timing_window_report.py; quick 3)")
     p.add_argument("--out", type=Path, default=Path("runs/bench"), help="output directory")
-    p.add_argument("--docs", type=Path, default=None, help="also write this markdown report (e.g. docs/benchmarks.md)")
+    p.add_argument("--docs", type=Path, default=None,
+                   help="also write this markdown report (e.g. docs/reports/benchmarks.md)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
                    help="threads of every contender: IREE's task workers, PyTorch, BLAS, TVM (default 1)")

@@ -1,6 +1,7 @@
 """How the calling thread waits for IREE's task system, and what it costs a threaded call; writes a doc.
 
-    python tools/caller_wait_report.py [--ops GMM,softmax] [--threads 2] [--rounds 6] [--docs docs/caller_wait.md]
+    python tools/caller_wait_report.py [--ops GMM,softmax] [--threads 2] [--rounds 6] \\
+        [--docs docs/reports/caller_wait.md]
 
 At `threads=2` on a 2-vCPU guest, IREE's programs took 0.6-0.8x PyTorch's
 time on small ops while their kernels matched PyTorch's on one thread. The

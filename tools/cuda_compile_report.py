@@ -1,11 +1,11 @@
-"""Compile random annotated CUDA candidates of every GPU sketch and report success rates; writes docs/cuda.md.
+"""Compile random annotated CUDA candidates of every GPU sketch and report success rates; writes docs/reports/cuda.md.
 
 No GPU is needed: `iree-compile --iree-hal-target-device=cuda --iree-cuda-target=ARCH` embeds PTX. For each
 input in examples/gpu/ (matmul f32 and f16, a 3x3 convolution, softmax, a row reduction) every task's sketches
 are generated for `cuda:ARCH`; sketch zero (IREE's own configuration) is built once, and up to `--candidates`
 distinct random valid candidates of every other sketch are built with the tuner's own builder. Nothing is run.
 
-    python tools/cuda_compile_report.py --candidates 16 --docs docs/cuda.md
+    python tools/cuda_compile_report.py --candidates 16 --docs docs/reports/cuda.md
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout-s", type=float, default=300.0,
                         help="per compile (a loaded host slows IREE down; a timeout is reported as one)")
-    parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "cuda.md")
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "reports" / "cuda.md")
     args = parser.parse_args()
     start = time.perf_counter()
     rows = report_rows(args.arch, args.candidates, args.seed, args.workers, args.timeout_s)

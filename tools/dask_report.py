@@ -1,7 +1,7 @@
 """Scale-out on Dask: the README example tuned by the embedded measurers and on a 2-worker LocalCluster,
-once with a worker killed mid-run; writes docs/scale_out.md.
+once with a worker killed mid-run; writes docs/reports/scale_out.md.
 
-    python tools/dask_report.py [--trials 32] [--docs docs/scale_out.md]
+    python tools/dask_report.py [--trials 32] [--docs docs/reports/scale_out.md]
 
 Three runs of the same command (same example, trials, seed, each with a
 fresh log): the embedded default (`LocalBuilder` + `LocalRunner` on this
@@ -264,7 +264,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--kill-after", type=int, default=6, help="records in before a worker is killed")
-    parser.add_argument("--docs", default="docs/scale_out.md")
+    parser.add_argument("--docs", default="docs/reports/scale_out.md")
     args = parser.parse_args()
     command = "python tools/dask_report.py " + " ".join(sys.argv[1:])
     runs: list[Run] = []

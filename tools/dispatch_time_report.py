@@ -1,7 +1,7 @@
 """How much of a tuned program's call is its kernels and how much is IREE's per-call cost; writes a doc.
 
     python tools/dispatch_time_report.py --run runs/bench [--ops GMM] [--repeat 50] [--seconds 20]
-        [--docs docs/dispatch_time.md]
+        [--docs docs/reports/dispatch_time.md]
 
 A small op's share of the peak is read off its whole call, and on a 20 us
 call IREE's per-call floor (argument checks, the output's allocation, the

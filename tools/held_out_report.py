@@ -1,6 +1,6 @@
 """Tune shapes no test or training log has seen, then build them the two ways a user's IREE flow does.
 
-    python tools/held_out_report.py --docs docs/held_out.md          # 32 trials each (about 15 min)
+    python tools/held_out_report.py --docs docs/reports/held_out.md          # 32 trials each (about 15 min)
     python tools/held_out_report.py --trials 8 --workloads Dense      # one, quick
     python tools/held_out_report.py --rewrites phase-decomposition+channels-last+pad-fusion --docs ...
 
@@ -19,7 +19,7 @@ runs the commands of the README's `ansor-opt` section as subprocesses:
 from and applied to `IN.mlir` when the log records that the tuned rewritten
 program lost to the input's IREE default, as a user's `ansor-opt IN.mlir
 --ansor-emit-tuning-spec="log=L.jsonl rewrites=R"` does; an `OUT.mlir` with a
-fused pad also gets `--iree-flow-enable-pad-handling`, see docs/program_rewrites.md)
+fused pad also gets `--iree-flow-enable-pad-handling`, see docs/reports/program_rewrites.md)
 
 and times the three programs alternately in one process (1 thread), every
 output checked against numpy. Logs live in `--work`; a rerun resumes them.
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default=",".join(HELD_OUT), help=f"comma-separated, of {', '.join(HELD_OUT)}")
     parser.add_argument("--trials", type=int, default=32)
     parser.add_argument("--work", type=Path, default=Path("build/held_out"))
-    parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/held_out.md)")
+    parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/reports/held_out.md)")
     parser.add_argument("--rewrites", default=None, help="program rewrites (ansor-opt's rewrites=; default: its "
                                                          "default)")
     args = parser.parse_args(argv)

@@ -1,6 +1,8 @@
-"""Tune whole networks and time them against IREE's default, onnxruntime and PyTorch eager; write docs/networks.md.
+"""Tune whole networks and time them against IREE's default, onnxruntime and PyTorch eager.
 
-    python tools/network_report.py --docs docs/networks.md                       # all, 8 trials per task
+With `--docs`, writes the report (docs/reports/networks.md):
+
+    python tools/network_report.py --docs docs/reports/networks.md               # all, 8 trials per task
     python tools/network_report.py --models bert --threads 1 --trials-per-task 4  # one, quick
 
 Each model (examples/models) is exported to ONNX once; ansor-mlir imports that
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("build/networks"), help="logs, ONNX files, results")
     parser.add_argument("--unseen", action="store_true", help="also the unseen model through ansor-compile")
     parser.add_argument("--unseen-trials", type=int, default=48)
-    parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/networks.md)")
+    parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/reports/networks.md)")
     parser.add_argument("--note", default="", help="a paragraph for the doc: how this run came about")
     parser.add_argument("--report-only", action="store_true",
                         help="write the doc from the results in --work; tune and time nothing more")

@@ -1,7 +1,7 @@
 """Run ONNX's node tests through ansor-mlir before and after tuning; write the pass counts to docs.
 
-    python tools/onnx_node_suite.py --docs docs/onnx_node_tests.md                 # all 1884, each tuned (hours)
-    python tools/onnx_node_suite.py --tune-every 5 --docs docs/onnx_node_tests.md  # all before, every 5th tuned
+    python tools/onnx_node_suite.py --docs docs/reports/onnx_node_tests.md         # all 1884, each tuned (hours)
+    python tools/onnx_node_suite.py --tune-every 5 --docs docs/reports/onnx_node_tests.md  # all before, every 5th tuned
     python tools/onnx_node_suite.py --tests test_relu,test_matmul_2d               # a few, printed
 
 Every test runs in a worker process (`--jobs` of them at once) with a time limit (a hung compile costs
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per test (default 600)")
     parser.add_argument("--results", type=Path, default=Path("onnx_node_results.jsonl"),
                         help="JSON lines, appended and resumed (default onnx_node_results.jsonl)")
-    parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/onnx_node_tests.md)")
+    parser.add_argument("--docs", type=Path, help="write the report here (e.g. docs/reports/onnx_node_tests.md)")
     args = parser.parse_args(argv)
     cases = collect(args.tests.split(",") if args.tests else None)
     if not cases:

@@ -1,4 +1,4 @@
-"""Run the fuzzers long and the interruption experiments, and write docs/reliability.md.
+"""Run the fuzzers long and the interruption experiments, and write docs/reports/reliability.md.
 
     python3 tools/reliability_report.py                 # about 15 minutes on 2 cores
     python3 tools/reliability_report.py --examples 40 --kills 4 --out /tmp/reliability.md   # a quick look
@@ -650,7 +650,7 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=150, help="generated inputs per area (default 150)")
     parser.add_argument("--kills", type=int, default=20, help="tuning runs killed and resumed (default 20)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "reliability.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "reports" / "reliability.md")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tune-child", action="store_true", help=argparse.SUPPRESS)
     for name in ("--module", "--log", "--witness", "--policy"):

@@ -12,7 +12,7 @@ no pretrained model, so the model learns online only from this run). Then:
 Writes JSON, a PNG of best-time-vs-trials curves and a markdown report.
 
     python tools/search_benchmark.py --quick
-    python tools/search_benchmark.py --workloads GMM:0,1,2 TBS:0 --trials 64,200 --docs docs/search_benchmark.md
+    python tools/search_benchmark.py --workloads GMM:0,1,2 TBS:0 --trials 64,200 --docs docs/reports/search_benchmark.md
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def tune_policy(run: WorkloadRun, policy: str, trials: int, seed: int, out: Path
     log = out / "logs" / f"{run.workload.label}_{policy}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
-    options = TuneOptions(trials_per_task=trials, log=log, seed=seed, policy=policy, pretrained=False)
+    options = TuneOptions(trials_per_task=trials, log=log, seed=seed, policy=policy, model="none")
     tuner = Tuner(target, options, callbacks=[ConsoleProgress()])
     start = time.perf_counter()
     tuner.tune_tasks(run.tasks)
@@ -111,7 +111,7 @@ def zero_trial_records(run: WorkloadRun, others: list[WorkloadRun], out: Path, t
     model.save(model_path)
     log = out / "logs" / f"{run.workload.label}_zero_trial.jsonl"
     log.unlink(missing_ok=True)
-    tuner = Tuner(target, TuneOptions(trials=0, log=log, policy="evolutionary", cost_model=model_path,
+    tuner = Tuner(target, TuneOptions(trials=0, log=log, policy="evolutionary", model=model_path,
                                       progress=False))
     return tuner.predict_tasks(run.tasks)
 

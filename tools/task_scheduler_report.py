@@ -1,6 +1,6 @@
 """Ansor's gradient task scheduler against round-robin at the same total budget, on a whole model.
 
-Writes docs/task_scheduler.md (and a PNG beside it): per scheduler, the
+Writes docs/reports/task_scheduler.md (and a PNG beside it): per scheduler, the
 estimated end-to-end latency (the sum over tasks of weight x best time, from
 the log, after every trial) against trials, and the measured end-to-end
 latency at checkpoints: the whole model compiled with each log's best records
@@ -8,7 +8,7 @@ up to that many trials, timed alternately against IREE's default build in one
 run (`Runner.submit_compare`, the machinery of whole-program verification).
 
     python tools/task_scheduler_report.py --model examples/models/resnet.py:resnet18 --trials 128 --batch 4 \\
-        --workdir /tmp/task_scheduler --docs docs/task_scheduler.md
+        --workdir /tmp/task_scheduler --docs docs/reports/task_scheduler.md
 
 Tuning runs resume from their logs in `--workdir`; `--only gradient` (or
 round-robin) tunes just one (run both at once, then once more without
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="trial counts at which the whole model is measured (default: 4 up to --trials)")
     parser.add_argument("--rounds", type=int, default=15, help="alternated timing rounds")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/task_scheduler"))
-    parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "task_scheduler.md")
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "reports" / "task_scheduler.md")
     parser.add_argument("--only", choices=SCHEDULERS, help="tune with this scheduler only, write nothing")
     parser.add_argument("--no-tune", action="store_true", help="measure the logs in --workdir and write the doc")
     parser.add_argument("--reuse-measured", action="store_true",

@@ -1,7 +1,7 @@
 """How far a benchmark's ratio moves with the length of its timing window; writes a doc.
 
     python tools/timing_window_report.py --run runs/bench [--ops GMM,softmax] [--seconds 30] [--windows 4,15]
-        [--docs docs/timing_windows.md]
+        [--docs docs/reports/timing_windows.md]
 
 `tools/benchmark_suite.py` times each op's contenders alternately for
 `--rounds` rounds and reports ratios of medians. On a shared 2-vCPU guest the

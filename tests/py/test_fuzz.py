@@ -2,7 +2,7 @@
 
 A bounded, derandomized sample runs here (well under a minute);
 `tools/reliability_report.py` runs the same generators long, in a child
-process that may crash or hang, and writes the counts to docs/reliability.md.
+process that may crash or hang, and writes the counts to docs/reports/reliability.md.
 Every input drawn is bad: it must get one `AnsorError` line naming it and a
 non-zero exit (a bad log line: a skip with one warning naming its line),
 never a traceback or a silent success.

@@ -1,6 +1,6 @@
 """A sample of ONNX's node tests through import, IREE's build, tuning and the tuned build.
 
-The full set runs with `tools/onnx_node_suite.py` (docs/onnx_node_tests.md); this
+The full set runs with `tools/onnx_node_suite.py` (docs/reports/onnx_node_tests.md); this
 sample keeps CI short: a contraction, a Gemm, an elementwise op, a reshape with
 a frozen shape input, an expanded function with a dispatch that is not a task,
 and an input kind the suite reports as unsupported.

@@ -52,7 +52,7 @@ def test_one_thread_times_on_the_calling_thread():
 
 def test_a_threaded_program_takes_fences_and_every_call_path_waits_for_it():
     """At threads > 1 programs are built with IREE's asynchronous ABI (the caller waits with a yielding poll,
-    not IREE's spinning wait: `docs/caller_wait.md`); the module, its timed calls and the runner's first call
+    not IREE's spinning wait: `docs/reports/caller_wait.md`); the module, its timed calls and the runner's first call
     all pass the fences and wait. A program compiled to run on one thread is built without them
     (`device_choice.build_target`), and the same call paths run it."""
     import iree.runtime as rt
