@@ -9,7 +9,7 @@ program beside a library. The caching allocator hands freed blocks back to the n
 
 The pool is freed with its device, so a device lives until the process ends: a buffer released after it
 (numpy arrays and IREE's views of them die in any order at interpreter exit) would return its block to freed
-memory, and the interpreter crashed at exit that way (`docs/measurement_fidelity.md`).
+memory, and the interpreter crashed at exit that way (`docs/reports/measurement_fidelity.md`).
 """
 
 from __future__ import annotations

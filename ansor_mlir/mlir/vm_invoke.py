@@ -5,7 +5,7 @@ it takes a wait and a signal fence and returns once its work is queued. Its
 call then waits with a poll that yields the vCPU, not with IREE's own wait,
 which burns the calling thread while the task workers need its core: on a
 2-vCPU Zen 3 guest about 1 call in 100 stalled for 2-4 ms, and the yielding
-poll halved a 2-thread matmul's mean call (`docs/caller_wait.md`).
+poll halved a 2-thread matmul's mean call (`docs/reports/caller_wait.md`).
 """
 
 from __future__ import annotations
