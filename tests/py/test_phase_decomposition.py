@@ -46,12 +46,10 @@ def by_phases(x: np.ndarray, w: np.ndarray, dim: WindowDim) -> np.ndarray:
     return y
 
 
-@pytest.mark.parametrize("stride", [1, 2, 3])
-@pytest.mark.parametrize("kernel", [1, 2, 3, 4, 5])
-@pytest.mark.parametrize("dilation", [1, 2, 3])
+# Strides and dilations with a common factor are not decomposed (each phase would need another dilation).
+@pytest.mark.parametrize("stride, kernel, dilation", [
+    (s, k, d) for s in (1, 2, 3) for k in (1, 2, 3, 4, 5) for d in (1, 2, 3) if math.gcd(s, d) == 1])
 def test_phases_compute_the_convolution_over_the_zero_inserted_input(stride, kernel, dilation):
-    if math.gcd(stride, dilation) != 1:
-        pytest.skip("not decomposed: each phase would need another dilation")
     rng = np.random.default_rng(stride * 100 + kernel * 10 + dilation)
     size = 4
     for offset in range(0, dilation * (kernel - 1) + 2):
