@@ -14,7 +14,6 @@ import random
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from iree.compiler import ir
 
@@ -24,14 +23,15 @@ from ansor_mlir.core.schedule import Candidate, Family
 from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.core.task import Task
 from ansor_mlir.dialect.ansor_ir import attributes, functions_module, i64, i64_array, strings, task_ops, tasks_module
+from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.program_rewrites import parse_rewrites, rewrite_program
 from ansor_mlir.frontend.target_resolution import resolve_target
 from ansor_mlir.frontend.task_extraction import extract_tasks
 from ansor_mlir.mlir.context import ops_of, parse_module
-from ansor_mlir.passes.pass_options import NO_MODEL, PassInvocation
+from ansor_mlir.passes.pass_options import PassInvocation
 from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
-from ansor_mlir.tuning.tuner import TuneOptions
+from ansor_mlir.tuning.options import TuneOptions
 
 
 @dataclass(frozen=True)
@@ -91,34 +91,45 @@ def rewrite_pass(module: ir.Module, pc: PassContext) -> ir.Module:
     return pc.output(rewrite_program(source_text(module), parse_rewrites(pc.rewrites), pc.what).text, module)
 
 
+def some_tasks(module: ir.Module, pc: PassContext) -> list[Task]:
+    """The module's tasks; none is an error that says why there is nothing to tune."""
+    tasks = module_tasks(module, pc)
+    if not tasks:
+        raise AnsorError(f"{pc.what}: nothing to tune: {why_no_task(module)}")
+    return tasks
+
+
+def why_no_task(module: ir.Module) -> str:
+    """Why IREE forms no dispatch of a module: what its functions are."""
+    for op in ops_of(module.body):
+        if op.name != "func.func":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        types = [*ftype.inputs, *ftype.results]
+        if not op.regions[0].blocks:
+            return f"function {name} is a declaration (no body); give its definition"
+        if any(isinstance(t, ir.MemRefType) for t in types):
+            return (f"function {name} works on memrefs: ansor-mlir tunes programs on tensors, as IREE takes them; "
+                    "write it on tensors (linalg on tensors)")
+        if not any(isinstance(t, ir.ShapedType) for t in types):
+            return f"function {name} computes on scalars only: IREE forms no dispatch of it"
+    return "IREE forms no dispatch of it (no linalg op on tensors)"
+
+
 def extract_tasks_pass(module: ir.Module, pc: PassContext) -> ir.Module:
-    return tasks_module([(task, ()) for task in module_tasks(module, pc)], module.context)
+    return tasks_module([(task, ()) for task in some_tasks(module, pc)], module.context)
 
 
 def generate_sketches_pass(module: ir.Module, pc: PassContext) -> ir.Module:
     target = pc.target
-    return tasks_module([(task, generate_sketches(task, target)) for task in module_tasks(module, pc)],
+    return tasks_module([(task, generate_sketches(task, target)) for task in some_tasks(module, pc)],
                         module.context)
 
 
 def tune_options(invocation: PassInvocation) -> TuneOptions:
-    model = invocation["model"]
-    return TuneOptions(
-        trials=int(invocation["trials"]),
-        trials_per_task=None if invocation["trials-per-task"] is None else int(invocation["trials-per-task"]),
-        task_scheduler=str(invocation["task-scheduler"]),
-        early_stopping=int(invocation["early-stopping"]),
-        log=Path(invocation["log"]),
-        seed=int(invocation["seed"]),
-        policy=str(invocation["policy"]),
-        cost_model=model if isinstance(model, Path) else None,
-        pretrained=model != NO_MODEL,
-        batch_size=int(invocation["batch"]),
-        verify=int(invocation["verify"]),
-        one_thread_share=float(invocation["one-thread-share"]),
-        progress=bool(invocation["progress"]),
-        cluster=invocation["cluster"],
-    )
+    """The search options an `ansor-tune` invocation sets (the others keep their defaults)."""
+    return TuneOptions.from_values(dict(invocation.options))
 
 
 def tune_pass(module: ir.Module, pc: PassContext) -> ir.Module:

@@ -18,7 +18,7 @@ from iree.compiler import ir
 
 from ansor_mlir.dialect.ansor_ir import walk
 from ansor_mlir.dialect.verify import irdl_error
-from ansor_mlir.frontend.model_source import load_model
+from ansor_mlir.frontend.model_source import ModelSource, load_model
 from ansor_mlir.frontend.torch_import import FACTORY_SEPARATOR, is_factory_reference
 from ansor_mlir.mlir.context import check_text
 from ansor_mlir.passes.diagnostics import LocatedError
@@ -51,26 +51,26 @@ def join_outputs(texts: list[str], marker: str = SPLIT_MARKER) -> str:
     return (marker + "\n").join(texts)
 
 
-def parameters_path(reference: str) -> Path:
-    """Where a model's weights go by default: beside it (`model.onnx` -> `model.irpa`, `nets.py:resnet18` ->
-    `nets_resnet18.irpa`)."""
+def parameters_name(reference: str) -> str:
+    """The file name a model's weights get when no output names them (`model.onnx` -> `model.irpa`,
+    `nets.py:resnet18` -> `nets_resnet18.irpa`)."""
     if is_factory_reference(reference):
         path, _, factory = reference.rpartition(FACTORY_SEPARATOR)
-        return Path(path).with_name(Path(path).stem + "_" + factory + ".irpa")
-    return Path(reference).with_suffix(".irpa")
+        return Path(path).stem + "_" + factory + ".irpa"
+    return Path(reference).stem + ".irpa"
 
 
-def read_model(reference: str, parameters_out: Path | None = None) -> tuple[str, str]:
-    """(text, name) of a model named on the command line (`.onnx` or `file.py:factory`), imported to linalg.
+def parameters_path(reference: str, output: str) -> Path:
+    """Where a model's weights go: beside the output (`-o tuned.mlir` -> `tuned.irpa`), in the working directory
+    when the output is stdout; never beside the input, whose directory may be read-only or shared."""
+    return Path(parameters_name(reference)) if output == "-" else Path(output).with_suffix(".irpa")
 
-    The text names its weights as parameters of scope `model`; they are written
-    to `parameters_out` (default `parameters_path`), for
-    `iree-run-module --parameters=model=FILE` or `iree-compile --iree-parameter-import=model=FILE`.
-    """
-    source = load_model(reference)
-    if source.parameters:
-        source.write_parameters(parameters_out or parameters_path(reference))
-    return source.text, source.name
+
+def read_model(reference: str) -> ModelSource:
+    """A model named on the command line (`.onnx` or `file.py:factory`), imported to linalg; its text names its
+    weights as parameters of scope `model` (`ModelSource.parameters`, for
+    `iree-run-module --parameters=model=FILE` or `iree-compile --iree-parameter-import=model=FILE`)."""
+    return load_model(reference)
 
 
 def new_context() -> ir.Context:

@@ -44,9 +44,9 @@ from ansor_mlir.measure.local_builder import LocalBuilder
 from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import RunInput
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
-from ansor_mlir.search.search_policy import make_policy
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.cross_tuning import host_references, make_record
+from ansor_mlir.tuning.options import make_search_policy
 from ansor_mlir.tuning.tuner import TuneOptions, build_input, task_module
 
 # The result an exported record carries until its measurement is imported.
@@ -69,7 +69,7 @@ def export_batch(text: str, what: str, target: Target, options: TuneOptions, pat
     tasks = [t for t in extract_tasks(text, target, what) if t.tunable]
     if not tasks:
         raise AnsorError(f"{what}: nothing to tune")
-    policy = make_policy(options.policy, target, random.Random(options.seed), options.cost_model, options.pretrained)
+    policy = make_search_policy(options, target, random.Random(options.seed))
     history = read_records(options.log) if options.log.exists() else []
     chosen: list[tuple[Task, Sketch, Candidate]] = []
     for task in tasks:

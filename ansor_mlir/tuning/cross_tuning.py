@@ -35,10 +35,10 @@ from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.qemu_runner import EmulatedRuntime, QemuRunner
 from ansor_mlir.measure.runner import RunInput
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
-from ansor_mlir.search.search_policy import make_policy
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.options import make_search_policy
 from ansor_mlir.tuning.tuner import TuneOptions, build_input, task_module
 
 
@@ -75,7 +75,7 @@ def tune_by_model(
     tasks = [t for t in extract_tasks(text, target, what) if t.tunable]
     if not tasks:
         raise AnsorError(f"{what}: nothing to tune")
-    policy = make_policy(options.policy, target, random.Random(options.seed), options.cost_model, options.pretrained)
+    policy = make_search_policy(options, target, random.Random(options.seed))
     if not policy.can_predict():
         raise AnsorError(f"target {target.key}: ranking without timing needs a cost model: use policy=evolutionary "
                          "with the shipped model or a model file")

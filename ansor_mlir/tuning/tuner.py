@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from ansor_mlir.codegen.transform_strategy import render_strategy, strategy_name
 from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
@@ -48,13 +47,13 @@ from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.runner import CompareInput, RunInput, Runner, RunResult
 from ansor_mlir.mlir.context import as_module
 from ansor_mlir.mlir.iree_compiler import compile_to_phase
-from ansor_mlir.search.search_policy import make_policy
 from ansor_mlir.space.resolve import render_config
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning import anchor
 from ansor_mlir.tuning.anchor import Anchor
 from ansor_mlir.tuning.budget import Budget
 from ansor_mlir.tuning.callbacks import TuningCallback
+from ansor_mlir.tuning.options import TuneOptions, make_search_policy
 from ansor_mlir.tuning.task_result import TaskResult
 from ansor_mlir.tuning.task_scheduler import TaskScheduler, make_scheduler
 from ansor_mlir.tuning.thread_seeds import thread_seeds
@@ -78,43 +77,6 @@ class TuningInterrupted(KeyboardInterrupt):
     def __init__(self, message: str, exit_code: int = 130):
         super().__init__(message)
         self.exit_code = exit_code
-
-
-@dataclass(frozen=True)
-class TuneOptions:
-    # The model's budget: trials of all its tasks together, IREE's default of each included.
-    trials: int = 32
-    # A budget per task instead (then `trials` is not used).
-    trials_per_task: int | None = None
-    # How the budget is shared out (`tuning.task_scheduler.SCHEDULERS`).
-    task_scheduler: str = "gradient"
-    # Gradient scheduler: a task stops after this many trials without improving (0: never).
-    early_stopping: int = 0
-    log: Path = Path("ansor_tuning.jsonl")
-    seed: int = 0
-    batch_size: int = 8
-    policy: str = "evolutionary"
-    # Warm-start model for the evolutionary policy (default: the one shipped in the package).
-    cost_model: Path | None = None
-    # Start from the model shipped in the package (False: learn from this run's measurements only).
-    pretrained: bool = True
-    build_workers: int = 2
-    # A Dask scheduler's address (`tcp://host:8786`): build and measure on its workers (`measure.dask_engine`);
-    # None: on this host.
-    cluster: str | None = None
-    compile_timeout_s: float = 60.0
-    run_timeout_s: float = 30.0
-    min_time_s: float = 0.1
-    # Show the progress bar and results table (the surfaces attach the console callback).
-    progress: bool = True
-    # Whole-program verification (`tuning.verification`): the best candidates per task checked in the user's
-    # program against IREE's default build; they count toward `trials` (0: no verification).
-    verify: int = 2
-    verify_rounds: int = 15
-    # The program rewrites that made the program tuned (`frontend.program_rewrites`), written in each record.
-    rewrites: tuple[str, ...] = ()
-    # At threads > 1, the part of the budget measured first on one thread (`tuning.one_thread_start`); 0: none.
-    one_thread_share: float = 0.5
 
 
 @dataclass
@@ -189,7 +151,7 @@ class Tuner:
         self.scheduler = scheduler or make_scheduler(options.task_scheduler, options.batch_size, options.seed,
                                                      options.early_stopping)
         self.rng = random.Random(options.seed)
-        self.policy = make_policy(options.policy, target, self.rng, options.cost_model, options.pretrained)
+        self.policy = make_search_policy(options, target, self.rng)
         # Seconds spent choosing candidates (featurizing, training, evolving), for overhead reports.
         self.search_s = 0.0
         if options.cluster is not None and builder is None and runner is None:
@@ -250,7 +212,7 @@ class Tuner:
     def tune_tasks(self, tasks: list[Task], program: UserProgram | None = None) -> list[TaskResult]:
         """Search every task; with the user's `program`, then check the best candidates in it."""
         budget = Budget.for_run(len(tasks), self.options.trials, self.options.trials_per_task,
-                                self.options.verify if program is not None else 0)
+                                self.options.verify if program is not None else 0, self.options.time_budget)
         for task in tasks:  # sized and typed before anything is measured
             check_inputs(task.input_types, f"task {task.name}")
         for note in self.runner.notes():
@@ -406,6 +368,12 @@ class Tuner:
         exhausted: set[int] = set()  # tasks whose policy has nothing new to propose
         done: set[int] = set()
         while True:
+            if budget.expired():
+                self._note_time_spent(results, budget)
+                for result in (r for i, r in enumerate(results) if i not in done):
+                    for callback in self.callbacks:
+                        callback.on_task_done(result)
+                return
             fresh, claims = self._refresh()
             for index, session in enumerate(sessions):
                 learned = self._learn(session, fresh)
@@ -455,6 +423,12 @@ class Tuner:
         if seeds:
             return seeds
         return self.policy.next_batch(session.task, session.sketches, seen, size)
+
+    def _note_time_spent(self, results: list[TaskResult], budget: Budget) -> None:
+        left = budget.remaining([r.trials for r in results])
+        for callback in self.callbacks:
+            callback.on_note(f"time budget of {self.options.time_budget:.4g} s spent: the search stops with {left} "
+                             "of its trials left")
 
     def _note_stuck(self, result: TaskResult) -> None:
         """Say why a task stops early: every candidate failed the same way, which no more trials will fix."""

@@ -19,17 +19,24 @@
 // HELP: --mlir-elide-elementsattrs-if-larger N
 // HELP: --allow-unregistered-dialect
 // HELP: --version
-// PASSES: --ansor-extract-tasks: the tasks (unique dispatches) as ansor dialect IR
+// The options most passes share are stated once, before the passes.
+// PASSES: Options of every pass (target, cpu, threads, rewrites; ansor-rewrite takes rewrites only):
 // PASSES-NEXT: target=<llvm-cpu|ARCH:CPU> {{ +}}compilation target: this host, or a named CPU (aarch64:neoverse-v1) (default: llvm-cpu)
 // PASSES-NEXT: cpu=<host|LLVM CPU name> {{ +}}CPU IREE compiles for (default: host)
 // PASSES-NEXT: threads=<1..1024> {{ +}}runtime threads used when timing (default: 1)
+// PASSES: --ansor-extract-tasks: the tasks (unique dispatches) as ansor dialect IR
+// PASSES-NEXT: --ansor-generate-sketches:
 // PASSES: --ansor-tune: tune every task
 // PASSES: trials=<0..1000000> {{ +}}measured candidates of all tasks together, IREE's default of each included (0: pick by the cost model alone) (default: 32)
 // PASSES-NEXT: trials-per-task=<1..1000000> {{ +}}measured candidates per task instead of in all (default: none, trials is the total)
+// PASSES-NEXT: time-budget=<DURATION (90s, 30m, 2h)>
+// PASSES-NEXT: wall-clock time the search may take, beside trials: it stops when either is spent (default: none, trials alone)
 // PASSES-NEXT: task-scheduler=<gradient|round-robin>
 // PASSES-NEXT: how tasks share the trials: Ansor's gradient or in turn (default: gradient)
+// PASSES: log=<FILE> {{ +}}append-only tuning log (default: OUTPUT with the suffix .jsonl; ansor_tuning.jsonl when writing to stdout)
 // PASSES: policy=<evolutionary|random> {{ +}}search policy (default: evolutionary)
-// PASSES: model=<shipped|none|FILE> {{ +}}cost model to start from (default: shipped)
+// PASSES: model=<shipped|none|FILE> {{ +}}cost model to start from (the API takes a CostModel too) (default: shipped)
+// PASSES-NEXT: batch-size=<1..4096> {{ +}}candidates per measured batch (default: 8)
 // PASSES: --ansor-apply-best:
 // PASSES: log=<FILE> {{ +}}tuning log to read (required)
 // PASSES: --ansor-print-strategy:

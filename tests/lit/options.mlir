@@ -8,7 +8,7 @@
 // RUN: not ansor-opt %s --ansor-tune="seed=x" 2>&1 | FileCheck %s --check-prefix=SEED
 // RUN: not ansor-opt %s --ansor-tune="policy=greedy" 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not ansor-opt %s --ansor-tune="model=%t.no-such-model.json" 2>&1 | FileCheck %s --check-prefix=MODEL
-// RUN: not ansor-opt %s --ansor-tune="batch=0" 2>&1 | FileCheck %s --check-prefix=BATCH
+// RUN: not ansor-opt %s --ansor-tune="batch-size=0" 2>&1 | FileCheck %s --check-prefix=BATCH
 // RUN: not ansor-opt %s --ansor-tune="verify=65" 2>&1 | FileCheck %s --check-prefix=VERIFY
 // RUN: not ansor-opt %s --ansor-tune="progress=2" 2>&1 | FileCheck %s --check-prefix=PROGRESS
 // RUN: not ansor-opt %s --ansor-tune="one-thread-share=1" 2>&1 | FileCheck %s --check-prefix=SHARE
@@ -29,14 +29,14 @@
 // SEED: ansor-opt: error: pass 'ansor-tune': invalid seed=x: expected an integer in [0, 4294967295]
 // POLICY: ansor-opt: error: pass 'ansor-tune': invalid policy=greedy: valid choices are evolutionary, random
 // MODEL: ansor-opt: error: pass 'ansor-tune': invalid model={{.*}}no-such-model.json: no such file; valid choices are shipped (the model in the package), none (learn from this run only) or a cost model file
-// BATCH: ansor-opt: error: pass 'ansor-tune': invalid batch=0: out of range: expected an integer in [1, 4096]
+// BATCH: ansor-opt: error: pass 'ansor-tune': invalid batch-size=0: out of range: expected an integer in [1, 4096]
 // VERIFY: ansor-opt: error: pass 'ansor-tune': invalid verify=65: out of range: expected an integer in [0, 64]
 // PROGRESS: ansor-opt: error: pass 'ansor-tune': invalid progress=2: out of range: expected an integer in [0, 1]
 // SHARE: ansor-opt: error: pass 'ansor-tune': invalid one-thread-share=1: out of range: expected a number in [0, 1)
 // RULE: ansor-opt: error: pass 'ansor-print-strategy': invalid rule=nosuchrule: valid choices are iree-default, multi-level-tiling, multi-level-tiling-cached, td-multi-level-tiling, td-multi-level-tiling-cached, rfactor, padding, packing, decompose
 // LOG: ansor-opt: error: pass 'ansor-apply-best': invalid log=: expected a file name
 // REQUIRED: ansor-opt: error: pass 'ansor-emit-tuning-spec': missing required option log=...
-// NAME: ansor-opt: error: pass 'ansor-tune': unknown option 'tirals' (accepted: target, cpu, threads, rewrites, trials, trials-per-task, task-scheduler, early-stopping, log, seed, policy, model, batch, verify, one-thread-share, progress, cluster)
+// NAME: ansor-opt: error: pass 'ansor-tune': unknown option 'tirals' (accepted: target, cpu, threads, rewrites, trials, trials-per-task, time-budget, task-scheduler, early-stopping, log, seed, policy, model, batch-size, verify, one-thread-share, progress, cluster)
 // TWICE: ansor-opt: error: pass 'ansor-tune': option 'seed' given twice
 // PASS: ansor-opt: error: unknown pass 'ansor-frobnicate': available passes are ansor-rewrite, ansor-extract-tasks, ansor-generate-sketches, ansor-tune, ansor-apply-best, ansor-emit-tuning-spec, ansor-emit-transform-library, ansor-print-strategy
 // BRACES: ansor-opt: error: --pass-pipeline: unbalanced braces in 'ansor-tune{trials=1'

@@ -3,7 +3,7 @@
 // joined as chunks of one file, read back with --split-input-file.
 // RUN: ansor-opt %s --ansor-extract-tasks > %t.tasks
 // RUN: ansor-opt %s --ansor-generate-sketches > %t.sketches
-// RUN: ansor-opt %s --ansor-tune="trials=1 batch=1 progress=0 log=%t.log" > %t.tuned 2> /dev/null
+// RUN: ansor-opt %s --ansor-tune="trials=1 batch-size=1 progress=0 log=%t.log" > %t.tuned 2> /dev/null
 // RUN: ansor-opt %s --ansor-apply-best="log=%S/Inputs/mm64_log.jsonl" > %t.applied 2> /dev/null
 // RUN: ansor-opt %s --ansor-emit-tuning-spec="log=%S/Inputs/mm64_log.jsonl" > %t.spec 2> /dev/null
 // RUN: ansor-opt %s --ansor-emit-transform-library="log=%t.log" > %t.library

@@ -153,7 +153,7 @@ def bad_modules() -> st.SearchStrategy[tuple[str, bytes]]:
 
 # ---- pass options -------------------------------------------------------------------------------------------
 
-INT_RANGES = {"trials": (0, 1_000_000), "seed": (0, 2**32 - 1), "batch": (1, 4096), "verify": (0, 64),
+INT_RANGES = {"trials": (0, 1_000_000), "seed": (0, 2**32 - 1), "batch-size": (1, 4096), "verify": (0, 64),
               "progress": (0, 1), "threads": (1, 1024)}
 CHOICE_OPTIONS = ("policy", "target", "model", "cpu")
 
@@ -190,7 +190,7 @@ def bad_tune_options(special_paths: dict[str, str]) -> st.SearchStrategy[tuple[s
         lambda t: (f"bad {t[0]}", f"{t[0]}={t[1]}"))
     bad_log = st.sampled_from(sorted(special_paths.items())).map(lambda t: (f"log is {t[0]}", f"log={t[1]}"))
     unknown = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=10).filter(
-        lambda k: k not in {"trials", "log", "seed", "policy", "model", "batch", "verify", "progress", "target",
+        lambda k: k not in {"trials", "log", "seed", "policy", "model", "verify", "progress", "target",
                             "cpu", "threads"}).map(lambda k: ("unknown option", f"{k}=1"))
     malformed = st.sampled_from(["trials", "trials=", "=3", "trials=2 trials=3", "trials='2", 'log="x', "trials==2",
                                  "trials=2,,seed", "{trials=2}", "trials=2 }"]).map(lambda t: ("malformed", t))

@@ -98,7 +98,9 @@ def test_ansor_compile_says_to_run_a_tiny_program_on_one_thread(tmp_path, capsys
     source.write_text(matmul_bias_relu(16, 16, 16))
     assert compile_main([str(source), "-o", str(out), "--threads", "2", "--trials-per-task", "2"]) == 0
     err = capsys.readouterr().err
-    assert "runs on one thread" in err and err.rstrip().endswith(f"run it with --device={ONE_THREAD}")
+    wrote = next(line for line in err.splitlines() if line.startswith("ansor-compile: wrote"))
+    assert "runs on one thread" in err and wrote.endswith(f"run it with --device={ONE_THREAD}")
+    assert f"ansor-compile: run it: iree-run-module --module={out} --device={ONE_THREAD} " in err
 
 
 def test_one_thread_runs_the_one_thread_searchs_choices(tmp_path, two_threads: Target):

@@ -6,7 +6,9 @@ Real IREE compiles and runs everything; references come from onnxruntime.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -114,25 +116,57 @@ def test_ansor_opt_model_errors_are_one_line(tmp_path, write, arguments, message
     assert re.search(message, one_error_line(ansor_opt(str(path), *arguments)))
 
 
-def test_ansor_opt_reads_onnx_and_iree_builds_it_with_the_weights(tmp_path, x):
+def printed(stderr: str, prefix: str) -> list[str]:
+    """The command a tool printed after `prefix` (`ansor-opt: note: build it: `), as words."""
+    (line,) = [line for line in stderr.splitlines() if line.startswith(prefix)]
+    return shlex.split(line[len(prefix):])
+
+
+def tool(name: str) -> str:
+    """An installed command: on PATH, or beside this Python (the environment's console scripts and IREE's tools)."""
+    found = shutil.which(name, path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    return found or pytest.skip(f"{name} is not installed")
+
+
+def run_printed(words: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run a command as a tool printed it."""
+    done = subprocess.run([tool(words[0]), *words[1:]], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def test_ansor_opt_writes_the_weights_beside_its_output_and_says_how_to_build_and_run_it(tmp_path):
+    """The weights go beside `-o`, never beside the input (its directory may be read-only); the output says so in
+    a comment, and the build and run commands the console prints work as printed."""
     model = mlp_onnx()
-    path = tmp_path / "mlp.onnx"
-    onnx.save(model, path)
-    tasks = ansor_opt(str(path), "--ansor-extract-tasks")
-    assert tasks.returncode == 0 and "ansor.task" in tasks.stdout, tasks.stderr
-    weights = tmp_path / "mlp.irpa"
+    models, out = tmp_path / "models", tmp_path / "out"
+    models.mkdir()
+    out.mkdir()
+    onnx.save(model, models / "mlp.onnx")
+    models.chmod(0o555)
+    try:
+        tasks = ansor_opt(str(models / "mlp.onnx"), "--ansor-extract-tasks")
+        assert tasks.returncode == 0 and "ansor.task" in tasks.stdout, tasks.stderr
+        done = subprocess.run([sys.executable, "-m", "ansor_mlir.cli", str(models / "mlp.onnx"), "-o", "mlp.mlir"],
+                              cwd=out, capture_output=True, text=True, timeout=600)
+    finally:
+        models.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in models.iterdir()) == ["mlp.onnx"]
+    weights = out / "mlp.irpa"
     assert weights.stat().st_size > 0
-    printed = ansor_opt(str(path), "-o", str(tmp_path / "mlp.mlir"), "--params-out", str(tmp_path / "w.irpa"))
-    assert printed.returncode == 0 and (tmp_path / "w.irpa").read_bytes() == weights.read_bytes()
-    run_module = shutil.which("iree-run-module") or pytest.skip("iree-run-module is not on PATH")
-    vmfb = tmp_path / "mlp.vmfb"
-    subprocess.run([shutil.which("iree-compile"), str(tmp_path / "mlp.mlir"), "--iree-hal-target-device=local",
-                    "--iree-hal-local-target-device-backends=llvm-cpu", "-o", str(vmfb)], check=True, timeout=300)
-    np.save(tmp_path / "x.npy", x)
-    subprocess.run([run_module, f"--module={vmfb}", f"--parameters=model={weights}", "--function=mlp",
-                    f"--input=@{tmp_path / 'x.npy'}", f"--output=@{tmp_path / 'y.npy'}"], check=True, timeout=300,
-                   capture_output=True)
-    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), onnxruntime_outputs(model, x)[0], rtol=RTOL, atol=ATOL)
+    assert (out / "mlp.mlir").read_text().startswith("// The weights are in mlp.irpa, not in this program")
+    assert "ansor-opt: note: the weights are in mlp.irpa" in done.stderr
+    build = printed(done.stderr, "ansor-opt: note: build it: ")
+    assert build[:2] == ["iree-compile", "mlp.mlir"] and build[-2:] == ["-o", "mlp.vmfb"]
+    run_printed(build, out)
+    run = printed(done.stderr, "ansor-opt: note: run it: ")
+    assert "--parameters=model=mlp.irpa" in run and "--input=4x32xf32=0" in run
+    run_printed([*run, "--output=@y.npy"], out)
+    zeros = np.zeros((4, 32), np.float32)
+    np.testing.assert_allclose(np.load(out / "y.npy"), onnxruntime_outputs(model, zeros)[0], rtol=RTOL, atol=ATOL)
+    again = ansor_opt(str(models / "mlp.onnx"), "-o", str(out / "again.mlir"), "--params-out", str(tmp_path / "w.irpa"))
+    assert again.returncode == 0 and (tmp_path / "w.irpa").read_bytes() == weights.read_bytes()
 
 
 def favour_tuned(log: Path, out: Path) -> int:
@@ -185,6 +219,40 @@ def test_onnx_to_tuned_vmfb_in_one_command_and_in_iree_flows(tmp_path, target, x
         program = CompiledModel(vmfb.read_bytes(), "mlp", parameters=weights.read_bytes())
         np.testing.assert_allclose(program(x), expected, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(ansor_mlir.compile(source, target, forced)(x), expected, rtol=RTOL, atol=ATOL)
+
+    # ansor-compile's spec route, as it prints it: the program the spec is for, then iree-compile with the spec.
+    capsys.readouterr()
+    assert compile_main([str(path), "-o", str(tmp_path / "f.vmfb"), "--log", str(forced), "--emit-tuning-spec",
+                         str(tmp_path / "f_spec.mlir")]) == 0
+    err = capsys.readouterr().err
+    assert "@ansor_match_" in (tmp_path / "f_spec.mlir").read_text()
+    (line,) = [line for line in err.splitlines() if line.startswith(f"ansor-compile: wrote {tmp_path / 'f_spec.mlir'}")]
+    make, build = re.search(r"`(ansor-opt [^`]*)` writes; build that program with it: (.*)$", line).groups()
+    run_printed(shlex.split(make), tmp_path)
+    run_printed(shlex.split(build), tmp_path)
+    program = CompiledModel((tmp_path / "f_spec.vmfb").read_bytes(), "mlp",
+                            parameters=(tmp_path / "f_spec.program.irpa").read_bytes())
+    np.testing.assert_allclose(program(x), expected, rtol=RTOL, atol=ATOL)
+
+
+def test_a_threaded_build_says_how_to_call_it_with_its_fences(tmp_path):
+    """`ansor-compile --threads 2` builds for IREE's task system, whose function takes a wait and a signal fence:
+    the console says so, and its run command and five lines of Python run the program as printed."""
+    model = mlp_onnx()
+    onnx.save(model, tmp_path / "mlp.onnx")
+    done = run_printed(["ansor-compile", "mlp.onnx", "-o", "mlp.vmfb", "--threads", "2"], tmp_path)
+    assert "mlp.vmfb is a threaded build (IREE's async-external execution model): mlp takes a wait and a signal " \
+           "fence after its inputs" in done.stderr
+    run = printed(done.stderr, "ansor-compile: run it: ")
+    assert "--device=local-task" in run
+    run_printed(run, tmp_path)
+    example = [line[4:] for line in done.stderr.splitlines() if line.startswith("    ")]
+    assert len(example) == 5
+    run_printed([sys.executable, "-c", "\n".join([*example[:-1], "np.save('y.npy', " + example[-1][6:-1] + ")"])],
+                      tmp_path)
+    zeros = np.zeros((4, 32), np.float32)
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), onnxruntime_outputs(model, zeros)[0], rtol=RTOL,
+                               atol=ATOL)
 
 
 def test_ansor_compile_without_a_log_is_iree_default(tmp_path, x, capsys):

@@ -22,7 +22,7 @@ from ansor_mlir.passes.source import new_context, read_module, split_input
 def test_options_are_typed_with_defaults():
     tune = parse_options("ansor-tune", "trials=8, log='a b.jsonl' seed=3")
     assert tune["trials"] == 8 and tune["seed"] == 3 and tune["log"] == Path("a b.jsonl")
-    assert tune["batch"] == 8 and tune["policy"] == "evolutionary" and tune["model"] == "shipped"
+    assert tune["batch-size"] == 8 and tune["policy"] == "evolutionary" and tune["model"] == "shipped"
     assert parse_options("ansor-print-strategy", "")["rule"] is None
 
 

@@ -97,8 +97,8 @@ def test_kill_and_resume_loses_nothing_and_remeasures_nothing(tmp_path, target):
     module = tmp_path / "mm.mlir"
     module.write_text(matmul_bias_relu(64, 64, 64))
     log = tmp_path / "log.jsonl"
-    cmd = [sys.executable, "-m", "ansor_mlir.cli", str(module), f"--ansor-tune=trials=12 log={log} batch=2 progress=0",
-           "-o", str(tmp_path / "out.mlir")]
+    cmd = [sys.executable, "-m", "ansor_mlir.cli", str(module),
+           f"--ansor-tune=trials=12 log={log} batch-size=2 progress=0", "-o", str(tmp_path / "out.mlir")]
     errors = tmp_path / "first_run.err"
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors.open("w"))
     deadline = 120
