@@ -15,19 +15,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx_models import cnn_onnx, mlp_onnx, onnxruntime_outputs, opset17_model, single_node_onnx
 
-onnx = pytest.importorskip("onnx", reason="the ONNX importer needs onnx: pip install 'ansor-mlir[importers]'")
-pytest.importorskip("onnxruntime", reason="references come from onnxruntime: pip install onnxruntime")
-
-from onnx_models import cnn_onnx, mlp_onnx, onnxruntime_outputs, opset17_model, single_node_onnx  # noqa: E402
-
-import ansor_mlir  # noqa: E402
-from ansor_mlir import api  # noqa: E402
-from ansor_mlir.cli import compile_main  # noqa: E402
-from ansor_mlir.errors import AnsorError  # noqa: E402
-from ansor_mlir.mlir.iree_compiler import tuning_spec_flags  # noqa: E402
-from ansor_mlir.mlir.iree_module import CompiledModel  # noqa: E402
+import ansor_mlir
+from ansor_mlir import api
+from ansor_mlir.cli import compile_main
+from ansor_mlir.errors import AnsorError
+from ansor_mlir.mlir.iree_compiler import tuning_spec_flags
+from ansor_mlir.mlir.iree_module import CompiledModel
 
 RTOL, ATOL = 1e-5, 1e-6
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from conftest import matmul_bias_relu
 from ansor_mlir import api
 from ansor_mlir.database.records import best_records, read_records
 from ansor_mlir.measure.compare import run_once
-from ansor_mlir.mlir.iree_compiler import compile_vmfb, run_tool, tuning_spec_flags
+from ansor_mlir.mlir.iree_compiler import compile_vmfb
 from ansor_mlir.tuning.callbacks import TuningCallback
 
 
@@ -69,28 +68,6 @@ def test_tuned_module_builds_with_plain_iree_compile_and_matches_numpy(tuned, tm
     bias = rng.uniform(-1, 1, 128).astype(np.float32)
     (got,) = run_once(out, "mm", [a, b, bias])
     np.testing.assert_allclose(got, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
-
-
-def test_emitted_spec_configures_iree_like_the_record(tuned, tmp_path, small_mm, target):
-    result, log, _ = tuned
-    best = result.tasks[0].applied_record
-    spec = api.emit_tuning_spec(small_mm, log, target)
-    spec_path = tmp_path / "spec.mlir"
-    spec_path.write_text(spec)
-    src = tmp_path / "in.mlir"
-    src.write_text(small_mm)
-    configured = run_tool(
-        "iree-compile",
-        [*target.compile_flags(), *tuning_spec_flags(spec_path),
-         "--compile-to=executable-configurations", str(src)],
-    )
-    assert configured.ok, configured.stderr
-    text = configured.stdout.decode()
-    if best.candidate.sketch_index == 0:
-        assert "ansor_match" not in spec
-    else:
-        dist = ", ".join(map(str, best.config.level("distribution")))
-        assert re.search(rf"distribution = \[{dist}\]", text)
 
 
 def test_kill_and_resume_loses_nothing_and_remeasures_nothing(tmp_path, target):
