@@ -57,6 +57,9 @@ class VerifiedChoice:
         return self.chosen.is_default
 
 
+# Cost-model picks tried per task until one passes under the emulator, where the run names no trials.
+DEFAULT_PICKS = 32
+
 def emulation_note(target: Target, runtime: EmulatedRuntime, picks: int) -> str:
     return (f"target {target.arch}:{target.cpu} does not run on this host: candidates are ranked by the cost model "
             f"(nothing is timed), and each task's best pick (up to {picks} tried) is verified under "
@@ -69,7 +72,7 @@ def tune_by_model(
     callbacks: Sequence[TuningCallback] = (),
 ) -> list[VerifiedChoice]:
     """Per task, the cost model's best picks built for `target`, verified under qemu until one passes; logged."""
-    picks = max(1, options.trials)
+    picks = max(1, options.trials if options.trials is not None else DEFAULT_PICKS)
     for callback in callbacks:
         callback.on_note(emulation_note(target, runtime, picks))
     tasks = [t for t in extract_tasks(text, target, what) if t.tunable]

@@ -31,6 +31,7 @@ from ansor_mlir.measure.dask_engine import check_address
 from ansor_mlir.mlir.iree_compiler import run_tool
 from ansor_mlir.model.cost_model import CostModel
 from ansor_mlir.search.search_policy import POLICIES, SearchPolicy, make_policy
+from ansor_mlir.tuning.budget_outlook import DEFAULT_TRIALS_PER_TASK
 from ansor_mlir.tuning.task_scheduler import SCHEDULERS
 
 SHIPPED_MODEL = "shipped"
@@ -282,9 +283,11 @@ def tune_option(name: str, help: str, parse: Callable[[str], object], allowed: s
 class TuneOptions:
     """How a tune searches: each field is an option of `ansor-opt --ansor-tune`, `ansor-compile` and `tune`."""
 
-    trials: int = tune_option("trials", "measured candidates of all tasks together, IREE's default of each included "
-                              "(0: pick by the cost model alone)", integer(0, MAX_TRIALS), f"0..{MAX_TRIALS}", 32,
-                              types=(int,))
+    trials: int | None = tune_option("trials", "measured candidates of all tasks together, IREE's default of each "
+                                     "included (0: pick by the cost model alone)", integer(0, MAX_TRIALS),
+                                     f"0..{MAX_TRIALS}", None, types=(int,),
+                                     no_default=f"{DEFAULT_TRIALS_PER_TASK} per task of the program; with a time "
+                                     "budget alone, until it is spent")
     trials_per_task: int | None = tune_option("trials-per-task", "measured candidates per task instead of in all",
                                               integer(1, MAX_TRIALS), f"1..{MAX_TRIALS}", None, types=(int,),
                                               no_default="none, trials is the total")

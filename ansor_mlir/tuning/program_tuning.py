@@ -26,6 +26,7 @@ from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.measure.qemu_runner import find_emulated_runtime
 from ansor_mlir.mlir.iree_compiler import FLOW_PAD_FLAG
 from ansor_mlir.tuning.apply import tuned_module, tuning_spec
+from ansor_mlir.tuning.budget_outlook import budget_note, with_scaled_trials
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.cross_tuning import tune_by_model
 from ansor_mlir.tuning.device_choice import DeviceChoice, OneThreadChoices, alternatives, choose_device
@@ -81,7 +82,7 @@ def tune_program(given: UserProgram, target: Target, options: TuneOptions, rewri
                  callbacks: Sequence[TuningCallback] = ()) -> TuneResult:
     """Tune every task of `given` after its `rewrites`; the module with the best configurations attached."""
     run = rewrite_phase(given, target, options, rewrites, (ConsoleProgress(progress=options.progress), *callbacks))
-    measured = options.trials > 0
+    measured = options.trials != 0
     no_device = no_device_message(target) if measured else None
     if no_device is not None:
         raise AnsorError(no_device)
@@ -93,6 +94,8 @@ def tune_program(given: UserProgram, target: Target, options: TuneOptions, rewri
     if options.trials == 0 and options.trials_per_task is None:
         return prediction_phase(run)
     tasks = tunable_tasks(run.program.text, run.name, target, run.listeners)
+    run.note(budget_note(options.trials, options.trials_per_task, options.time_budget, len(tasks)))
+    options = with_scaled_trials(options, len(tasks))
     started = time.monotonic()
     start = one_thread_start(target, options, len(tasks))
     first = one_thread_phase(run, start, tasks) if start is not None else []

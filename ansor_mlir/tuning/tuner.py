@@ -52,6 +52,7 @@ from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning import anchor
 from ansor_mlir.tuning.anchor import Anchor
 from ansor_mlir.tuning.budget import Budget
+from ansor_mlir.tuning.budget_outlook import outlook, scaled_trials
 from ansor_mlir.tuning.callbacks import TuningCallback
 from ansor_mlir.tuning.options import TuneOptions, make_search_policy
 from ansor_mlir.tuning.task_result import TaskResult
@@ -211,7 +212,8 @@ class Tuner:
 
     def tune_tasks(self, tasks: list[Task], program: UserProgram | None = None) -> list[TaskResult]:
         """Search every task; with the user's `program`, then check the best candidates in it."""
-        budget = Budget.for_run(len(tasks), self.options.trials, self.options.trials_per_task,
+        trials = scaled_trials(self.options.trials, self.options.time_budget, len(tasks))
+        budget = Budget.for_run(len(tasks), trials, self.options.trials_per_task,
                                 self.options.verify if program is not None else 0, self.options.time_budget)
         for task in tasks:  # sized and typed before anything is measured
             check_inputs(task.input_types, f"task {task.name}")
@@ -225,6 +227,7 @@ class Tuner:
                 callback.on_start(results, budget.remaining([r.trials for r in results]))
             try:
                 self._search(sessions, budget)
+                self._outlook(results)
                 if budget.verify and program is not None:
                     self._verify(program, results, budget.verify)
             finally:
@@ -241,6 +244,13 @@ class Tuner:
             self.builder.close()
             self.runner.close()
         return results
+
+    def _outlook(self, results: list[TaskResult]) -> None:
+        """Where the search left the estimated end-to-end latency, and what twice the budget is forecast to add."""
+        view = outlook(results, self.options.batch_size)
+        if view is not None:
+            for callback in self.callbacks:
+                callback.on_note(view.note())
 
     def _verify(self, program: UserProgram, results: list[TaskResult], count: int) -> None:
         """Whole-program verification of each task's best candidates; the verdicts go to the log."""
