@@ -1,10 +1,10 @@
 """Emit a GPU transform sketch's candidate as the transform-dialect strategy IREE runs on CUDA.
 
 The GPU counterpart of `codegen.transform_strategy`, for a dispatch whose root
-is its last op (fills fused into it): the root is tiled to blocks
-(`tile_using_forall`, `#gpu.block`, with the workgroup-count region), then to
-threads (`#gpu.thread`, one thread tile each: Ansor's `S S` levels), its
-reduction loop stepped (`R`), the fill fused at every level, everything
+is its last op (fills fused into it): the trace's `MapToGpu` tiles the root to
+blocks (`tile_using_forall`, `#gpu.block`, with the workgroup-count region),
+then to threads (`#gpu.thread`, one thread tile each: Ansor's `S S` levels),
+steps its reduction loop (`R`) and fuses the fill at every level; everything
 vectorized with accumulators kept in registers across the reduction loop
 (cache write), bufferized for the GPU, the block and thread loops mapped to
 workgroups and threads (`map_nested_forall_to_gpu_threads`, the block shape
@@ -24,8 +24,9 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.mlir import generic_op
 from ansor_mlir.space.dag import task_dag
 from ansor_mlir.space.gpu_mapping import gpu_mapping
-
-DIMS = ("z", "y", "x")
+from ansor_mlir.steps.registry import kinds_of
+from ansor_mlir.steps.script import Script
+from ansor_mlir.steps.step_kind import GpuEmission
 
 
 def _any() -> ir.Type:
@@ -48,7 +49,8 @@ def _patterns(target: ir.Value, patterns: list) -> None:
 
 
 def emit_gpu_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: ir.Value) -> None:
-    """The strategy's ops on the payload `module`, at the current insertion point."""
+    """The strategy's ops on the payload `module`, at the current insertion point: the steps' mapping to blocks
+    and threads (`StepKind.map_to_gpu`), then vectorization, bufferization, thread mapping and vector lowering."""
     mapping = gpu_mapping(sketch, candidate, task)
     dag = task_dag(task)
     assert dag is not None and dag.root == dag.last, "GPU strategies tile a root that is the dispatch's last op"
@@ -56,24 +58,28 @@ def emit_gpu_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: 
         matched = structured.MatchOp(_any(), module, interface=structured.MatchInterfaceEnum.LinalgOp).result
     handles = list(transform.SplitHandleOp([_any()] * len(dag.ops), matched).results) if len(dag.ops) > 1 \
         else [matched]
-    producers = [i for i in range(len(dag.ops)) if i != dag.root]
-    parallel = [d for d, it in enumerate(dag.ops[dag.root].iterator_types) if it == "parallel"]
-    blocks = [mapping.block_tile[d] if d in parallel else 0 for d in range(len(mapping.block_tile))]
-    distributed = [d for d in parallel if blocks[d]]
-    root, forall = structured.TileUsingForallOp(handles[dag.root], tile_sizes=blocks,
-                                                mapping=generic_op.gpu_block_mapping(DIMS[-len(distributed):])).results
-    _iree("transform.iree.populate_workgroup_count_region_using_num_threads_slice", forall)
-    for i in reversed(producers):
-        handles[i], forall = structured.FuseIntoContainingOp(handles[i], forall).results
-    # Loops with one thread per block are not mapped: their one-iteration thread loop would fold away.
-    spread = [d for d in distributed if mapping.block_tile[d] > mapping.thread_tile[d]]
-    threads = [mapping.thread_tile[d] if d in spread else 0 for d in range(len(blocks))]
-    root, thread_forall = structured.TileUsingForallOp(
-        root, tile_sizes=threads, mapping=generic_op.gpu_thread_mapping(DIMS[-len(spread):])).results
-    for i in reversed(producers):
-        handles[i], thread_forall = structured.FuseIntoContainingOp(handles[i], thread_forall).results
-    if any(mapping.reduction_step):
-        structured.TileUsingForOp(root, sizes=list(mapping.reduction_step))
+    e = GpuEmission(Script(), mapping, dag, module, handles)
+    for kind, step in kinds_of(sketch):
+        kind.map_to_gpu(step, e)
+    mfunc = _vectorize_and_bufferize(module)
+    block = workgroup_dims(mapping.block_tile, mapping.thread_tile, e.spread)
+    assert mapping.config.gpu is not None
+    warp = mapping.config.gpu.subgroup_size
+    i64 = ir.IntegerType.get_signless(64)
+    _iree("transform.iree.map_nested_forall_to_gpu_threads", mfunc,
+          workgroup_dims=ir.DenseI64ArrayAttr.get(block), subgroup_size=ir.IntegerAttr.get(i64, warp))
+    _patterns(mfunc, [transform.ApplyCanonicalizationPatternsOp])
+    transform.ApplyCommonSubexpressionEliminationOp(mfunc)
+    _lower_vectors(mfunc)
+    info = iree_codegen.TranslationInfoAttr.get(iree_codegen.NoPipelineAttr.get(), None, block, warp)
+    with _named("none"):
+        none = transform.ParamConstantOp(transform.AnyParamType.get(), info).result
+    transform.AnnotateOp(mfunc, "translation_info", param=none)
+
+
+def _vectorize_and_bufferize(module: ir.Value) -> ir.Value:
+    """Unit dims folded, vectorized with accumulators kept in registers across the reduction loop (cache write),
+    bufferized for the GPU, workgroups mapped; the bufferized function."""
     cleanup = [structured.ApplyTilingCanonicalizationPatternsOp, loop.ApplyForLoopCanonicalizationPatternsOp,
                transform.ApplyCanonicalizationPatternsOp]
     with _named("func"):
@@ -96,14 +102,10 @@ def emit_gpu_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: 
     with _named("mfunc"):
         mfunc = structured.MatchOp.match_op_names(bfunc, ["func.func"]).result
     _iree("transform.iree.forall_to_workgroup", mfunc)
-    block = workgroup_dims(mapping.block_tile, mapping.thread_tile, spread)
-    assert mapping.config.gpu is not None
-    warp = mapping.config.gpu.subgroup_size
-    i64 = ir.IntegerType.get_signless(64)
-    _iree("transform.iree.map_nested_forall_to_gpu_threads", mfunc,
-          workgroup_dims=ir.DenseI64ArrayAttr.get(block), subgroup_size=ir.IntegerAttr.get(i64, warp))
-    _patterns(mfunc, [transform.ApplyCanonicalizationPatternsOp])
-    transform.ApplyCommonSubexpressionEliminationOp(mfunc)
+    return mfunc
+
+
+def _lower_vectors(mfunc: ir.Value) -> None:
     outer = vector.VectorContractLowering.OuterProduct
     _patterns(mfunc, [lambda: vector.ApplyLowerContractionPatternsOp(lowering_strategy=outer)])
     _patterns(mfunc, [vector.ApplyLowerOuterProductPatternsOp])
@@ -112,10 +114,6 @@ def emit_gpu_strategy(sketch: Sketch, candidate: Candidate, task: Task, module: 
     _patterns(mfunc, [vector.ApplyLowerShapeCastPatternsOp, vector.ApplyLowerBroadcastPatternsOp])
     _patterns(mfunc, [transform.ApplyCanonicalizationPatternsOp])
     transform.ApplyCommonSubexpressionEliminationOp(mfunc)
-    info = iree_codegen.TranslationInfoAttr.get(iree_codegen.NoPipelineAttr.get(), None, block, warp)
-    with _named("none"):
-        none = transform.ParamConstantOp(transform.AnyParamType.get(), info).result
-    transform.AnnotateOp(mfunc, "translation_info", param=none)
 
 
 def workgroup_dims(block: tuple[int, ...], thread: tuple[int, ...], distributed: list[int]) -> list[int]:

@@ -10,10 +10,13 @@ domains (`TileKnob`: a chain of tile sizes of one loop over the tiling levels;
 decision made. Rules emit sketches, annotation and mutation change decisions,
 and `space.resolve` turns a candidate into the concrete loop structure that the
 emitter, the validity checks and the features all read. No meaning is carried
-by rule names: code asks the trace (`sketch.has(Pad)`).
+by rule names: what a step does is its kind's (`steps`, one module per kind),
+found through the trace itself.
 
-Everything here is frozen data that serialises to JSON, so a record can carry
-its whole trace and be replayed without knowing which rules derived it.
+Everything here is frozen data that serialises to JSON from the dataclass
+fields, so a record can carry its whole trace and be replayed without knowing
+which rules derived it; a step kind defined in any module registers itself
+(`STEP_KINDS`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
-from functools import cached_property
-from typing import ClassVar
+from functools import cache, cached_property
+from types import UnionType
+from typing import ClassVar, Union, get_args, get_origin, get_type_hints
 
 from ansor_mlir.core.task import IreeConfig
 
@@ -152,19 +156,63 @@ def tile_knobs(knobs: tuple[Knob, ...]) -> tuple[TileKnob, ...]:
 # ---- primitives ---------------------------------------------------------------------------------------------
 
 
+# Every step kind by its JSON name, filled as step classes are defined (`Step.__init_subclass__`), as MetaSchedule
+# registers its instruction kinds: a trace replays through this table, whichever module defines the kind.
+STEP_KINDS: dict[str, type[Step]] = {}
+# Field metadata: the parameter is left out of the step's JSON while it holds its default (traces recorded before
+# it existed lack it, and must keep their digest).
+OMIT_DEFAULT = {"omit_default": True}
+
+
 @dataclass(frozen=True)
 class Step:
-    """One schedule primitive of a trace; `knobs` are the decisions it leaves open."""
+    """One schedule primitive of a trace; `knobs` are the decisions it leaves open, its other fields the
+    primitive's fixed parameters. What a kind does (resolve, checks, emission) is its `steps` module's."""
 
     kind: ClassVar[str] = ""
     knobs: tuple[Knob, ...] = ()
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.kind:
+            if STEP_KINDS.get(cls.kind, cls) is not cls:
+                raise ValueError(f"step kind {cls.kind!r} is defined twice")
+            STEP_KINDS[cls.kind] = cls
+
     def params(self) -> dict:
-        """The primitive's fixed parameters (not decisions), for serialisation."""
-        return {}
+        """The primitive's fixed parameters (not decisions), for serialisation: every field but `knobs`."""
+        return {f.name: _encode(getattr(self, f.name)) for f in fields(self) if f.name != "knobs"
+                and not (f.metadata.get("omit_default") and getattr(self, f.name) == f.default)}
 
     def to_dict(self) -> dict:
         return {"step": self.kind, **self.params(), "knobs": [k.to_dict() for k in self.knobs]}
+
+
+def _encode(value: object) -> object:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return [_encode(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _decode(hint: object, value: object) -> object:
+    """A JSON value as the field type `hint` holds it (ints, strings, bools, tuples, `X | None`, `from_dict`)."""
+    if get_origin(hint) in (Union, UnionType):
+        if value is None:
+            return None
+        (hint,) = (arg for arg in get_args(hint) if arg is not type(None))
+    if get_origin(hint) is tuple:
+        args = get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v) for v in value)
+        return tuple(_decode(a, v) for a, v in zip(args, value, strict=True))
+    if hasattr(hint, "from_dict"):
+        return hint.from_dict(value)
+    return hint(value)
+
+
+@cache
+def _field_types(cls: type[Step]) -> dict[str, object]:
+    return get_type_hints(cls)
 
 
 @dataclass(frozen=True)
@@ -174,9 +222,6 @@ class UseIreeDefault(Step):
     kind: ClassVar[str] = "iree-default"
     config: IreeConfig | None = None
 
-    def params(self) -> dict:
-        return {"config": self.config.to_dict() if self.config else None}
-
 
 @dataclass(frozen=True)
 class ConfigurePipeline(Step):
@@ -184,9 +229,6 @@ class ConfigurePipeline(Step):
 
     kind: ClassVar[str] = "configure-pipeline"
     pipeline: str = "DoubleTilingExpert"
-
-    def params(self) -> dict:
-        return {"pipeline": self.pipeline}
 
 
 @dataclass(frozen=True)
@@ -233,10 +275,7 @@ class Pack(Step):
     of `nr` columns, as traces recorded before the block existed were built)."""
 
     kind: ClassVar[str] = "pack"
-    block: int = 0
-
-    def params(self) -> dict:
-        return {"block": self.block} if self.block else {}
+    block: int = field(default=0, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -248,9 +287,6 @@ class PadRows(Step):
 
     kind: ClassVar[str] = "pad-rows"
     elements: int = 0
-
-    def params(self) -> dict:
-        return {"elements": self.elements}
 
 
 @dataclass(frozen=True)
@@ -281,10 +317,7 @@ class MicroKernel(Step):
     # `rows` is a window loop (output pixels read through strided or dilated windows): no vector spans it, so
     # the strategy tiles it to single rows inside the reduction loops and unrolls them. (A stride-1 window's
     # rows are split the same way by the strategy, without this flag: their register shapes are a GEMM's.)
-    unrolled: bool = False
-
-    def params(self) -> dict:
-        return {"rows": self.rows, "cols": self.cols, **({"unrolled": True} if self.unrolled else {})}
+    unrolled: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 def micro_kernel_shape(option: str) -> tuple[int, int]:
@@ -317,9 +350,6 @@ class MapToGpu(Step):
     pipeline: str = "TileAndFuse"
     subgroup_size: int = 32
 
-    def params(self) -> dict:
-        return {"pipeline": self.pipeline, "subgroup_size": self.subgroup_size}
-
 
 @dataclass(frozen=True)
 class PromoteOperands(Step):
@@ -338,9 +368,6 @@ class CrossThreadReduction(Step):
     kind: ClassVar[str] = "cross-thread-reduction"
     subgroup_size: int = 32
 
-    def params(self) -> dict:
-        return {"subgroup_size": self.subgroup_size}
-
 
 @dataclass(frozen=True)
 class TensorCore(Step):
@@ -354,43 +381,16 @@ class TensorCore(Step):
     n: int = 1
     k: int = 2
 
-    def params(self) -> dict:
-        return {"mnk": [list(s) for s in self.mnk], "m": self.m, "n": self.n, "k": self.k}
-
-
-GPU_STEPS = (MapToGpu, CrossThreadReduction, TensorCore)
-
-STEP_KINDS: dict[str, type[Step]] = {
-    cls.kind: cls for cls in (UseIreeDefault, ConfigurePipeline, TileAndFuse, FuseConsumers, CacheWrite, Rfactor,
-                              Pad, Pack, PadRows, Decompose, ImplicitGemm, MicroKernel, LowerContraction,
-                              LowerReduction, MapToGpu, PromoteOperands, CrossThreadReduction, TensorCore)
-}
-
 
 def step_from_dict(data: dict) -> Step:
+    """A step from its JSON (`Step.to_dict`): the kind's class by name, its parameters by the fields' types."""
     cls = STEP_KINDS.get(str(data.get("step")))
     if cls is None:
         raise ValueError(f"unknown schedule primitive {data.get('step')!r}")
     knobs = tuple(knob_from_dict(k) for k in data.get("knobs", ()))
-    if cls is UseIreeDefault:
-        config = data.get("config")
-        return UseIreeDefault(knobs, IreeConfig.from_dict(config) if config else None)
-    if cls is ConfigurePipeline:
-        return ConfigurePipeline(knobs, str(data["pipeline"]))
-    if cls is Pack:
-        return Pack(knobs, int(data.get("block", 0)))
-    if cls is PadRows:
-        return PadRows(knobs, int(data.get("elements", 0)))
-    if cls is MicroKernel:
-        return MicroKernel(knobs, int(data["rows"]), int(data["cols"]), bool(data.get("unrolled", False)))
-    if cls is MapToGpu:
-        return MapToGpu(knobs, str(data["pipeline"]), int(data["subgroup_size"]))
-    if cls is CrossThreadReduction:
-        return CrossThreadReduction(knobs, int(data["subgroup_size"]))
-    if cls is TensorCore:
-        return TensorCore(knobs, tuple((int(a), int(b), int(c)) for a, b, c in data["mnk"]), int(data["m"]),
-                          int(data["n"]), int(data["k"]))
-    return cls(knobs)
+    types = _field_types(cls)
+    params = {f.name: _decode(types[f.name], data[f.name]) for f in fields(cls) if f.name != "knobs" and f.name in data}
+    return cls(knobs, **params)
 
 
 # ---- sketches and candidates -------------------------------------------------------------------------------

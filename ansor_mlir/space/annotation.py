@@ -3,7 +3,9 @@
 All randomness comes from the `random.Random` passed in, so the same seed
 gives the same candidates. Constraints that we know IREE rejects (or that
 make compile time explode) are checked here, before anything is compiled,
-against the target's own limits (`space.limits`).
+against the target's own limits (`space.limits`): each step of the trace
+lists its checks (`steps.checks` and the kinds' own), and each narrows how its
+knobs are drawn, so that draws rarely need rejecting.
 """
 
 from __future__ import annotations
@@ -11,34 +13,34 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from functools import lru_cache
-from math import gcd, prod
+from math import gcd
 
 from ansor_mlir.core.schedule import (
     REDUCTION,
     Candidate,
     ChoiceKnob,
     Family,
-    ImplicitGemm,
     Knob,
-    MicroKernel,
-    Pack,
-    Pad,
-    Rfactor,
     Sketch,
     TileKnob,
     is_register_level,
-    micro_kernel_shape,
     tile_knobs,
 )
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.space import dag as dags
-from ansor_mlir.space.decisions import FUSION
-from ansor_mlir.space.gpu_mapping import is_gpu_sketch, is_valid_gpu
-from ansor_mlir.space.implicit_gemm import sketch_dag
-from ansor_mlir.space.limits import limits
-from ansor_mlir.space.micro_kernel import least_cache_k, micro_kernel_fits, reduction_knob
-from ansor_mlir.space.resolve import Resolved, has_interior_unit_dim, input_tiles, resolve
+from ansor_mlir.space.resolve import Resolved, resolve, sketch_dag
+from ansor_mlir.steps.checks import Check, CheckContext
+from ansor_mlir.steps.configure_pipeline import (
+    pipeline_cache_level_vector_elements as pipeline_cache_level_vector_elements,
+)
+from ansor_mlir.steps.configure_pipeline import (
+    pipeline_cache_tile_vector_elements as pipeline_cache_tile_vector_elements,
+)
+from ansor_mlir.steps.configure_pipeline import pipeline_consumer_vector_elements as pipeline_consumer_vector_elements
+from ansor_mlir.steps.configure_pipeline import vector_tiles as vector_tiles
+from ansor_mlir.steps.pad import round_up
+from ansor_mlir.steps.registry import checks_of, kinds_of
 
 MAX_TRIES = 200
 
@@ -85,10 +87,6 @@ def sample_chain(knob: TileKnob, rng: random.Random, lanes: int = 1, floor: int 
 MAX_PADDED_TILE = 16
 
 
-def round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
-
-
 def padded_register_options(bound: int, lanes: int) -> tuple[int, ...]:
     """Register tiles of a padded loop under a tile of `bound`: its divisors and padded sizes.
 
@@ -122,47 +120,36 @@ def sample_value(knob: Knob, rng: random.Random, lanes: int = 1, floor: int = 1)
     return sample_chain(knob, rng, lanes, floor)
 
 
-def cache_floors(sketch: Sketch, task: Task) -> dict[str, int]:
-    """Knobs whose tiles above the register level have a least size (what `is_valid` checks): a micro-kernel's
-    innermost reduction loop, `least_cache_k` steps per cache tile (`micro_kernel_fits`)."""
-    if sketch.step(MicroKernel) is None:
-        return {}
-    dag = sketch_dag(sketch, task)
-    if dag is None:
-        return {}
-    knob = reduction_knob(sketch, dag.ops[dag.root].reduction_dims[-1])
-    return {knob.name: least_cache_k(knob)} if knob is not None and len(knob.levels) > 1 else {}
+def leading_knob(sketch: Sketch) -> ChoiceKnob | None:
+    """The knob drawn before the others because its option bounds their tiles (a micro-kernel's register shape)."""
+    return next((knob for kind, step in kinds_of(sketch) if (knob := kind.leading_knob(step)) is not None), None)
 
 
 def register_shape(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> str | None:
-    """The micro-kernel shape (`MRxNR`) that `values` choose; None without a micro-kernel or its choice."""
-    kernel = sketch.step(MicroKernel)
-    if kernel is None or kernel.knobs[0].name not in values:
+    """The option `values` choose for the sketch's leading knob (a micro-kernel's shape `MRxNR`); None without
+    one or its choice."""
+    knob = leading_knob(sketch)
+    if knob is None or knob.name not in values:
         return None
-    return kernel.knobs[0].options[values[kernel.knobs[0].name][0]]
+    return knob.options[values[knob.name][0]]
 
 
 def knob_bounds(sketch: Sketch, task: Task, target: Target, shape: str | None = None
                 ) -> tuple[dict[str, int], dict[str, int]]:
     """Per knob, the lanes its tiles are whole multiples of and the least tile above the register levels
-    (`sample_chain`'s `lanes` and `floor`): what `is_valid` asks, drawn so rather than rejected. A micro-kernel
-    of register shape `shape` (`MRxNR`) also asks column tiles of whole `nr` and row tiles of at least `mr`
-    (`micro_kernel_fits`): for GRP's only AVX-512 shape, 14x32, 1 uniform draw in 80 passed."""
-    lanes, floors = vector_knobs(sketch, task, target), cache_floors(sketch, task)
-    kernel = sketch.step(MicroKernel)
-    if kernel is None or shape is None:
-        return lanes, floors
-    mr, nr = micro_kernel_shape(shape)
-    for knob in tile_knobs(sketch.knobs):
-        if knob.of_root and knob.dim == kernel.cols and not any(is_register_level(lv) for lv in knob.levels):
-            lanes = {**lanes, knob.name: max(nr, lanes.get(knob.name, 1))}
-        if knob.of_root and knob.dim == kernel.rows:
-            floors = {**floors, knob.name: max(mr, floors.get(knob.name, 1))}
-    return lanes, floors
+    (`sample_chain`'s `lanes` and `floor`): what `is_valid` asks, drawn so rather than rejected. `shape` is the
+    option drawn for the leading knob (`register_shape`), which the steps' bounds may depend on
+    (`StepKind.bounds`)."""
+    bounds: tuple[dict[str, int], dict[str, int]] = (vector_knobs(sketch, task, target), {})
+    dag = sketch_dag(sketch, task)
+    for kind, step in kinds_of(sketch):
+        bounds = kind.bounds(step, sketch, dag, target, task.root.element_bytes, bounds, shape)
+    return bounds
 
 
 def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:
-    """Knobs whose innermost tile must be whole vectors, with the lane count (what `is_valid` checks)."""
+    """Knobs whose innermost tile must be whole vectors, with the lane count (what `is_valid` checks): the
+    output's vector loop, and the loops the steps keep in whole vectors (`StepKind.vector_dims`)."""
     lanes = target.vector_lanes(task.root.element_bytes)
     tiles = tile_knobs(sketch.knobs)
     if sketch.family is not Family.TRANSFORM:
@@ -173,186 +160,39 @@ def vector_knobs(sketch: Sketch, task: Task, target: Target) -> dict[str, int]:
     root = dag.ops[dag.root]
     outputs = dags.output_dims(root)
     dims = [outputs[-1]] if outputs and outputs[-1] is not None else []
-    if sketch.has(Rfactor):
-        dims.append(root.reduction_dims[-1])
+    for kind, step in kinds_of(sketch):
+        dims += kind.vector_dims(step, root)
     return {k.name: lanes for k in tiles if k.dim in dims and k.of_root}
 
 
-def vector_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int, int]:
-    """Innermost (register-level) tile per loop."""
-    return {knob.dim: values[knob.name][-1] for knob in tile_knobs(sketch.knobs)}
+def sketch_checks(sketch: Sketch) -> tuple[Check, ...]:
+    """The checks a candidate of the sketch must pass (`steps.registry.checks_of`)."""
+    return checks_of(sketch)
 
 
 def is_valid_strategy(resolved: Resolved, target: Target) -> bool:
-    """The register budget, vector shapes and stack buffers of a transform strategy, over the root as
-    codegen sees it."""
-    sketch, task, root, reg = resolved.sketch, resolved.task, resolved.root, resolved.register
-    elem = task.root.element_bytes
-    limit = limits(target)
-    rfactor, packed = sketch.has(Rfactor), sketch.has(Pack)
-    parallel = prod(t for t, it in zip(reg, root.iterator_types, strict=True) if it == "parallel")
-    # rfactor keeps a vector of partial sums per output: the split reduction tile is accumulator too.
-    accumulator = parallel * (reg[root.reduction_dims[-1]] if rfactor else 1)
-    if accumulator * elem > limit.accumulator_bytes or prod(reg) * elem > limit.vector_bytes:
-        return False
-    extra = prod(size for tiles in resolved.consumer_tiles.values() for size in tiles.values())
-    if parallel * extra * elem > limit.vector_bytes:
-        return False
-    lanes = target.vector_lanes(elem)
-    outputs = dags.output_dims(root)
-    inner = outputs[-1] if outputs else None
-    if inner is not None and reg[inner] % lanes and reg[inner] != root.extents[inner]:
-        return False
-    outer = packed or resolved.choice(FUSION) == "outer"
-    # Stack buffers: the root's workgroup output when consumers run after the root or when one workgroup
-    # covers the whole output (the one-iteration forall folds away and the output tile is allocated:
-    # 3 MiB for ConvLayer's 112x112x64, IREE's limit is 32 KiB), packed panels, and a padded input tile.
-    wg_output = resolved.workgroup_output_elements
-    whole = wg_output == prod(root.extents[d] if d is not None else 1 for d in outputs)
-    stack = wg_output * elem if (outer and resolved.dag.consumers) or whole else 0
-    if packed:
-        stack += resolved.packed_panel_bytes
-    if sketch.has(ImplicitGemm):
-        stack += resolved.im2col_panel_bytes * resolved.im2col_buffers
-    stack += resolved.padded_input_bytes
-    if stack > limit.stack_bytes:
-        return False
-    # A packed strategy folds no unit dims, so interior unit tiles are fine there.
-    if not packed and any(has_interior_unit_dim(t) for t in resolved.output_tiles):
-        return False
-    if sketch.has(MicroKernel) and not micro_kernel_fits(resolved, target):
-        return False
-    if sketch.has(Pad) and not padded_tiles_are_sound(resolved, lanes, limit.stack_bytes):
-        return False
-    if rfactor:
-        split = reg[root.reduction_dims[-1]]
-        return split % lanes == 0 or split == root.extents[root.reduction_dims[-1]]
-    return True
-
-
-def padded_tiles_are_sound(resolved: Resolved, lanes: int, stack_bytes: int) -> bool:
-    """Register tiles of a padded sketch: within the tile above (or that tile rounded up to whole
-    vectors: 109 -> 112, never 1 -> 16), padded operand panels within IREE's stack limit `stack_bytes`
-    (GMM 109^3: a 109x80 panel of B needed 34 KiB of 32), and no operand tile with an interior unit dimension.
-
-    Padding materialises every operand tile of the root (`tensor<1x4x1xf32>`
-    for a 4-row, 1-deep matmul tile), and such a tile hits the same
-    `transfer_write` folding bug as an output tile (`has_interior_unit_dim`):
-    wrong answers, seen on GMM 109^3 with a 4x32x1 tile. Consumers are
-    computed after the root (`consumer_fusion = outer`): fused into the padded
-    register tile, their input pad bufferizes to a stack buffer inside the loop,
-    which IREE rejects ("all stack allocations need to be hoisted").
-    """
-    if resolved.choice(FUSION) == "inner":
-        return False
-    values = dict(resolved.candidate.values)
-    for knob in tile_knobs(resolved.sketch.knobs):
-        chain = values[knob.name]
-        bound = chain[-2] if len(chain) > 1 else knob.extent
-        rounded = bound >= lanes and chain[-1] == round_up(bound, lanes)
-        if chain[-1] > bound and not rounded:
-            return False
-    if resolved.padded_panel_bytes > stack_bytes:
-        return False
-    return not any(has_interior_unit_dim(t) for t in input_tiles(resolved))
+    """The checks of a resolved candidate (the register budget, vector shapes and stack buffers of a transform
+    strategy, over the root as codegen sees it)."""
+    ctx = CheckContext(resolved.sketch, dict(resolved.candidate.values), resolved.task, target,
+                       lambda *_: resolved)
+    return all(check(ctx) for check in sketch_checks(resolved.sketch))
 
 
 def is_valid(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task, target: Target) -> bool:
     """Reject programs IREE cannot build well, before compiling them."""
-    if is_gpu_sketch(sketch):
-        return is_valid_gpu(sketch, values, task, target)
-    if sketch.family is Family.TRANSFORM:
-        candidate = Candidate(task.key, sketch.index, tuple(sorted(values.items())))
-        return is_valid_strategy(resolve(sketch, candidate, task), target)
-    if sketch.has(MicroKernel):  # its register tile is the micro-kernel's, not the knobs' innermost level
-        resolved = resolve(sketch, Candidate(task.key, sketch.index, tuple(sorted(values.items()))), task)
-        vector = max(prod(resolved.register), pipeline_cache_level_vector_elements(sketch, values, task))
-        return micro_kernel_fits(resolved, target) and vector * task.root.element_bytes <= limits(target).vector_bytes
-    inner = vector_tiles(sketch, values)
-    elem = task.root.element_bytes
-    tiles = tile_knobs(sketch.knobs)
-    parallel = [inner[k.dim] for k in tiles if k.kind != REDUCTION]
-    reduction = [inner[k.dim] for k in tiles if k.kind == REDUCTION]
-    limit = limits(target)
-    if prod(parallel) * elem > limit.accumulator_bytes:
-        return False
-    if prod(parallel) * prod(reduction) * elem > limit.vector_bytes:
-        return False
-    lanes = target.vector_lanes(elem)
-    innermost = max((k for k in tiles if k.kind != REDUCTION), key=lambda k: k.dim, default=None)
-    if innermost is not None:
-        tile = inner[innermost.dim]
-        if tile % lanes and tile != innermost.extent:
-            return False
-    return pipeline_cache_level_vector_elements(sketch, values, task) * elem <= limit.vector_bytes
-
-
-def _first_cache_tiles(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> dict[int, int]:
-    """Per loop, its tile at the first level below distribution (its extent when no such level tiles it)."""
-    first: dict[int, int] = {}
-    for knob in tile_knobs(sketch.knobs):
-        inner = [i for i, lv in enumerate(knob.levels) if lv != "distribution"]
-        first[knob.dim] = values[knob.name][inner[0]] if inner else knob.extent
-    return first
-
-
-def pipeline_consumer_vector_elements(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task) -> int:
-    """The largest vector an IREE pipeline gives a fused consumer with loops of its own.
-
-    IREE vectorizes such a consumer at the first tiling level below
-    distribution (the cache tile when there is one), and a consumer loop the
-    root does not have (softmax's normalisation over the root's reduction loop) is never
-    tiled: a 256-row cache tile of a 1536x128 softmax becomes a 256x128
-    vector, which IREE rejects (128 KiB, over its limit on any x86 CPU). 41 of 64 random softmax
-    configurations failed this way before the check.
-    """
-    dag = dags.task_dag(task)
-    if dag is None:
-        return 0
-    first_level = _first_cache_tiles(sketch, values)
-    largest = 0
-    for c in dag.consumers:
-        mapped = dags.dim_map(dag.ops, dag.root, c)
-        op = dag.ops[c]
-        if all(d in mapped or extent == 1 for d, extent in enumerate(op.extents)):
-            continue  # walks the root's loops only: fused at the register level (GMM's bias + relu)
-        size = prod(first_level.get(mapped[d], 1) if d in mapped else extent for d, extent in enumerate(op.extents))
-        largest = max(largest, size)
-    return largest
-
-
-def pipeline_cache_tile_vector_elements(sketch: Sketch, values: dict[str, tuple[int, ...]]) -> int:
-    """The vector an IREE pipeline gives the accumulator's fill and the fused consumers when the cache level
-    loops over the reduction: they run outside that loop, on the whole cache tile (0 when it does not loop).
-
-    The README's 512^3 matmul + bias + relu with a 128x32 cache tile and K tiles of 64: a `vector<128x32xf32>`
-    zero fill, bias add and relu, 16 KiB, which IREE rejects on AVX2 (its limit is 512 native vectors).
-    """
-    knobs = tile_knobs(sketch.knobs)
-    loops = any(knob.kind == REDUCTION and "cache_reduction" in knob.levels
-                and values[knob.name][knob.levels.index("cache_reduction")] < knob.extent for knob in knobs)
-    if not loops:
-        return 0
-    first = _first_cache_tiles(sketch, values)
-    return prod(first[knob.dim] for knob in knobs if knob.kind != REDUCTION)
-
-
-def pipeline_cache_level_vector_elements(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task) -> int:
-    """The largest vector an IREE pipeline makes above the register tile: a consumer's or the cache tile's."""
-    return max(pipeline_consumer_vector_elements(sketch, values, task),
-               pipeline_cache_tile_vector_elements(sketch, values))
+    ctx = CheckContext(sketch, values, task, target, resolve)
+    return all(check(ctx) for check in sketch_checks(sketch))
 
 
 def sample_candidate(sketch: Sketch, task: Task, target: Target, rng: random.Random) -> Candidate | None:
     """One random valid candidate of a sketch, or None if none was found."""
     if not sketch.knobs:
         return Candidate(task.key, sketch.index, ())
-    kernel = sketch.step(MicroKernel)
-    shape_knob = kernel.knobs[0] if kernel is not None else None
+    shape_knob = leading_knob(sketch)
     bounds = {shape: knob_bounds(sketch, task, target, shape)
               for shape in (shape_knob.options if shape_knob is not None else (None,))}
     for _ in range(MAX_TRIES):
-        # A micro-kernel's register shape first: the row and column tiles are drawn to fit it.
+        # The leading knob first (a micro-kernel's register shape): the row and column tiles are drawn to fit it.
         values = {shape_knob.name: sample_value(shape_knob, rng)} if shape_knob is not None else {}
         lanes, floors = bounds[register_shape(sketch, values)]
         values.update({knob.name: sample_value(knob, rng, lanes.get(knob.name, 1), floors.get(knob.name, 1))

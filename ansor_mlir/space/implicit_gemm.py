@@ -24,9 +24,9 @@ from dataclasses import replace
 from math import prod
 
 from ansor_mlir.core.affine import AffineMap
-from ansor_mlir.core.schedule import ImplicitGemm, Sketch, Step, TileAndFuse, TileKnob
-from ansor_mlir.core.task import LinalgOpInfo, Task
-from ansor_mlir.space.dag import Dag, task_dag
+from ansor_mlir.core.schedule import Step, TileAndFuse, TileKnob
+from ansor_mlir.core.task import LinalgOpInfo
+from ansor_mlir.space.dag import Dag
 
 # IREE vectorizes an im2col tile's copies only at a K offset it can prove aligned to the input channels (a
 # constant): the loop over a convolution's K tiles, with its im2col fused in, is unrolled up to this many
@@ -141,14 +141,6 @@ def implicit_gemm_dag(dag: Dag) -> Dag | None:
     ops = list(dag.ops)
     ops[dag.root] = root
     return Dag(tuple(ops), dag.root)
-
-
-def sketch_dag(sketch: Sketch, task: Task) -> Dag | None:
-    """The DAG a transform sketch tiles: the task's, or its implicit GEMM where the trace rewrites it first."""
-    dag = task_dag(task)
-    if dag is None or not sketch.has(ImplicitGemm):
-        return dag
-    return implicit_gemm_dag(dag)
 
 
 def unrolled_k_tiles(root: LinalgOpInfo, sizes: list[int]) -> int:

@@ -21,7 +21,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.space.dag import Dag, operands_along, output_dims, unit_register_dims, vector_loop
 from ansor_mlir.space.decisions import FUSION, MAX_K_UNROLL
 from ansor_mlir.space.limits import limits
-from ansor_mlir.space.resolve import Resolved
+from ansor_mlir.space.resolved import Resolved
 
 # The register tile's vectors of B in one row (nr / lanes), powers of two only: wider rows leave too few rows for
 # reuse of B, and LLVM widens a row of 3 vectors (`vector<24xf32>` with AVX2) to 4 and shuffles it back: on Zen 3

@@ -4,218 +4,52 @@
 emitter, the validity checks (annotation) and the features all read the
 `Resolved` structure, never raw knob values, so they describe the same
 program. For a transform sketch the loops are the root's as IREE's codegen
-sees it (`Task.codegen_ops`); for a pipeline sketch, the task's root op.
+sees it (`Task.codegen_ops`); for a pipeline sketch, the task's root op. The
+trace's steps take part through their kinds' resolve hooks (`steps`): the DAG
+they tile, the loops they keep unit, the tiles they fix, what they add.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
-from math import prod
+from dataclasses import replace
 
 from ansor_mlir.core.schedule import (
     LEVEL_KIND,
     REDUCTION,
     SPATIAL,
     Candidate,
-    ChoiceKnob,
-    Decompose,
     Family,
-    ImplicitGemm,
-    MicroKernel,
-    Pack,
     Sketch,
     is_register_level,
-    micro_kernel_shape,
     tile_knobs,
 )
-from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, Task
-from ansor_mlir.space.dag import (
-    Dag,
-    dim_map,
-    forced_unit_dims,
-    operands_along,
-    output_dims,
-    task_dag,
-    vector_loop,
-    window_maps,
-)
-from ansor_mlir.space.gpu_mapping import gpu_mapping, is_gpu_sketch
-from ansor_mlir.space.implicit_gemm import sketch_dag, unrolled_k_tiles
+from ansor_mlir.core.task import IreeConfig, Task
+from ansor_mlir.space.dag import Dag, task_dag, unit_register_dims
+from ansor_mlir.space.resolved import Resolved
+from ansor_mlir.space.resolved import has_interior_unit_dim as has_interior_unit_dim
+from ansor_mlir.space.resolved import input_tiles as input_tiles
+from ansor_mlir.steps.configure_pipeline import level_config
+from ansor_mlir.steps.registry import kinds_of
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """A candidate's loop structure: the root's tile per loop at each level, its register tile, and the
-    register tiles of consumer loops the root does not have.
-
-    `per_level[level][d]` is 0 where loop `d` is not tiled at that level (its
-    tile stays the one above); `register` is the innermost tile per loop.
-    """
-
-    sketch: Sketch
-    candidate: Candidate
-    task: Task
-    dag: Dag | None
-    extents: tuple[int, ...]
-    iterator_types: tuple[str, ...]
-    per_level: dict[str, list[int]]
-    register: list[int]
-    consumer_tiles: dict[int, dict[int, int]] = field(default_factory=dict)
-
-    @property
-    def root(self) -> LinalgOpInfo:
-        assert self.dag is not None
-        return self.dag.ops[self.dag.root]
-
-    def choice(self, knob: ChoiceKnob) -> str | None:
-        return self.candidate.choice(knob) if knob in self.sketch.knobs else None
-
-    def level_tiles(self) -> dict[str, tuple[int, ...]]:
-        """Effective tile per loop at Ansor's three levels (workgroup, cache, register), whole loop when untiled."""
-        reduction = [t == "reduction" for t in self.iterator_types]
-
-        def pick(names: tuple[str, ...], parent: tuple[int, ...], dims_red: bool) -> tuple[int, ...]:
-            out = list(parent)
-            for name in names:
-                for d, size in enumerate(self.per_level.get(name, ())):
-                    if size and reduction[d] == dims_red:
-                        out[d] = min(int(size), parent[d])
-            return tuple(out)
-
-        # GPU levels in the same roles: the block tile, the shared-memory stage (reduction step), the thread tile.
-        wg = pick(("distribution", "workgroup"), self.extents, False)
-        cache = pick(("cache_reduction", "reduction", "partial_reduction"), pick(("cache_parallel",), wg, False), True)
-        reg = pick(("vector_reduction",), pick(("vector_common_parallel", "vector_inner_parallel", "thread"), cache,
-                                               False), True)
-        return {"wg": wg, "cache": cache, "reg": reg}
-
-    @cached_property
-    def above_register(self) -> list[int]:
-        """The root's tile per loop above the register levels (cache, else workgroup tile, else whole loop)."""
-        current = list(self.extents)
-        for level in self.sketch.levels:
-            if not is_register_level(level):
-                current = [size or extent for size, extent in zip(self.per_level[level], current, strict=True)]
-        return current
-
-    @cached_property
-    def output_tiles(self) -> list[tuple[int, ...]]:
-        """The innermost tile of every vectorized op's output, in the output's dimension order.
-
-        The root's register tile, and per consumer its loops mapped to the root's
-        (or its own knob, or the whole extent); fills mirror the root's output.
-        """
-        dag, reg = self.dag, self.register
-        assert dag is not None
-        tiles = [tuple(reg[d] if d is not None else 1 for d in output_dims(dag.ops[dag.root]))]
-        for c in dag.consumers:
-            op = dag.ops[c]
-            sizes = list(op.extents)
-            for mine, theirs in dim_map(dag.ops, dag.root, c).items():
-                sizes[mine] = reg[theirs]
-            for d, size in self.consumer_tiles.get(c, {}).items():
-                sizes[d] = size
-            tiles.append(tuple(sizes[d] if d is not None else 1 for d in output_dims(op)))
-        return tiles
-
-    @property
-    def workgroups(self) -> int:
-        """How many workgroups the distribution tiles make (the whole loop where a loop is not distributed)."""
-        return prod(-(-extent // tile) for extent, tile in zip(self.extents, self.level_tiles()["wg"], strict=True))
-
-    @cached_property
-    def workgroup_output_elements(self) -> int:
-        """Elements of the root's output tile per workgroup (a stack buffer when consumers run after the root)."""
-        dist = self.per_level.get("distribution", [0] * len(self.extents))
-        return prod((dist[d] or self.extents[d]) if d is not None else 1 for d in output_dims(self.root))
-
-    @cached_property
-    def padded_panel_bytes(self) -> int:
-        """Bytes of the root's operand tiles padded outside its reduction loop (stack buffers).
-
-        A padded root is padded along its parallel loops before its reduction
-        loops are tiled, so every input tile spans whole reduction loops there.
-        """
-        root, reg = self.root, self.register
-        sizes = [reg[d] if it == "parallel" else root.extents[d] for d, it in enumerate(root.iterator_types)]
-        total = 0
-        for amap in root.indexing_maps:
-            total += amap.footprint(sizes)
-        return total * self.task.root.element_bytes
-
-    @cached_property
-    def _window_sizes(self) -> list[int]:
-        """The root's loops over one workgroup: its distribution tiles, whole reduction loops."""
-        root = self.root
-        dist = self.per_level.get("distribution", [0] * len(self.extents))
-        return [(dist[d] or extent) if it == "parallel" else extent
-                for d, (extent, it) in enumerate(zip(root.extents, root.iterator_types, strict=True))]
-
-    @cached_property
-    def padded_input_bytes(self) -> int:
-        """Bytes of the root's windowed inputs over the workgroup tile when the dispatch pads them itself: the
-        strategy pads each workgroup's input tile into a stack buffer (`transform_strategy._fuse_pads`)."""
-        if not self.task.pads_input:
-            return 0
-        return sum(amap.footprint(self._window_sizes) for amap in window_maps(self.root)) * self.task.root.element_bytes
-
-    @property
-    def padded_input_tile(self) -> tuple[int, ...]:
-        """The workgroup's tile of the (first) windowed input, in that input's non-unit dimensions: the shape of
-        the pad the strategy copies per workgroup when the dispatch pads its input itself."""
-        maps = window_maps(self.root)
-        if not maps:
-            return ()
-        full = maps[0].spans(self.root.extents)
-        return tuple(span for span, whole in zip(maps[0].spans(self._window_sizes), full, strict=True) if whole != 1)
-
-    @cached_property
-    def packed_panel_bytes(self) -> int:
-        """Bytes of the packed input panels (stack buffers): each input indexed by the vector loop, over the
-        root's tile above the register levels."""
-        root, extents = self.root, self.above_register
-        inputs = [dims for i, dims in operands_along(root, vector_loop(root)) if i < root.num_inputs]
-        return sum(prod(extents[d[0]] for d in dims) for dims in inputs) * self.task.root.element_bytes
-
-
-    @cached_property
-    def im2col_panel_bytes(self) -> int:
-        """Bytes of the im2col panel of an implicit-GEMM root (a stack buffer): its input that the output's
-        vector loop does not read (the im2col of the windowed input), over the tile above the register
-        levels, where the strategy gathers it."""
-        root, extents = self.root, self.above_register
-        vector = vector_loop(root)
-        panels = [amap for amap in root.indexing_maps[: root.num_inputs] if vector not in amap.dims()]
-        return sum(amap.footprint(extents) for amap in panels[:1]) * self.task.root.element_bytes
-
-    @cached_property
-    def deferred_row_tiles(self) -> tuple[int, ...]:
-        """A packed root's cache tiles of its row loops (those no packed operand reads), cut after the packing
-        as GotoBLAS orders its loops, 0 elsewhere; empty when the root is not packed or not cached."""
-        if not self.sketch.has(Pack) or "cache_parallel" not in self.per_level:
-            return ()
-        assert self.dag is not None
-        rows = self.dag.unpacked_rows()
-        return tuple(size if d in rows else 0 for d, size in enumerate(self.per_level["cache_parallel"]))
-
-    @cached_property
-    def unrolled_k_level(self) -> tuple[str, int] | None:
-        """The level whose K loop the strategy unrolls around an implicit-GEMM im2col gather, and its trip
-        count: the last level above the registers that tiles K alone (`unrolled_k_tiles`)."""
-        if not self.sketch.has(ImplicitGemm):
+def sketch_dag(sketch: Sketch, task: Task) -> Dag | None:
+    """The DAG a transform sketch tiles: the task's, as the trace's steps rewrite it (an implicit GEMM's)."""
+    dag = task_dag(task)
+    for kind, step in kinds_of(sketch):
+        if dag is None:
             return None
-        trips = [(level, unrolled_k_tiles(self.root, sizes)) for level, sizes in self.per_level.items()
-                 if level != "distribution" and not is_register_level(level)]
-        return next(((level, n) for level, n in reversed(trips) if n), None)
+        dag = kind.rewrite_dag(step, dag)
+    return dag
 
-    @cached_property
-    def im2col_buffers(self) -> int:
-        """How many im2col panels the strategy allocates: one, or one per K tile when it unrolls the K loop
-        around row tiles cut after packing (each unrolled row loop gathers into a buffer of its own: GRP's
-        9 K tiles made 9 panels, 34-133 KiB against IREE's 32 KiB, all rejected by IREE)."""
-        unrolled = self.unrolled_k_level
-        return unrolled[1] if unrolled and any(self.deferred_row_tiles) else 1
+
+def fixed_tiles(sketch: Sketch, candidate: Candidate, extents: tuple[int, ...], iterator_types: tuple[str, ...]
+                ) -> dict[str, dict[int, int]]:
+    """Tiles the trace's steps set on the root's loops, per level, whatever the tile knobs say."""
+    fixed: dict[str, dict[int, int]] = {}
+    for kind, step in kinds_of(sketch):
+        for level, tiles in kind.fixed_tiles(step, candidate, extents, iterator_types).items():
+            fixed[level] = {**fixed.get(level, {}), **tiles}
+    return fixed
 
 
 def resolve(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:
@@ -230,21 +64,22 @@ def resolve(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:
 
 def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag) -> Resolved:
     """Root tiles per level as the strategy tiles them: a level re-tiles a loop only where its tile changes
-    (workgroups always), and loops `forced_unit_dims` get unit register tiles."""
+    (workgroups always), and loops the steps keep unit (`StepKind.forced_units`) get unit register tiles; then
+    each step adds what it means (`StepKind.refine`) and its stack buffers."""
     root = dag.ops[dag.root]
     values = dict(candidate.values)
-    forced = forced_unit_dims(root, sketch.has(Decompose))
-    step = sketch.step(MicroKernel)
-    if isinstance(step, MicroKernel) and step.unrolled:
-        forced = forced - {step.rows}  # a window loop whose register rows the strategy unrolls
-    kernel = micro_kernel_tiles(sketch, candidate, root.extents, root.iterator_types)
+    steps = kinds_of(sketch)
+    forced = unit_register_dims(root)
+    for kind, step in steps:
+        forced = kind.forced_units(step, root, forced)
+    fixed = fixed_tiles(sketch, candidate, root.extents, root.iterator_types)
     current = list(root.extents)
     per_level: dict[str, list[int]] = {}
     for level in sketch.levels:
         sizes = [0] * len(root.extents)
         chosen = [(knob.dim, values[knob.name][knob.levels.index(level)]) for knob in tile_knobs(sketch.knobs)
                   if knob.of_root and knob.name in values and level in knob.levels]
-        for dim, size in chosen + list(kernel.get(level, {}).items()):
+        for dim, size in chosen + list(fixed.get(level, {}).items()):
             if size != current[dim] or level == "distribution":
                 sizes[dim] = size
                 current[dim] = size
@@ -261,25 +96,12 @@ def _resolve_strategy(sketch: Sketch, candidate: Candidate, task: Task, dag: Dag
     for knob in tile_knobs(sketch.knobs):
         if knob.op is not None:
             consumer_tiles.setdefault(knob.op, {})[knob.dim] = values[knob.name][0]
-    return Resolved(sketch, candidate, task, dag, root.extents, root.iterator_types, per_level, current,
-                    consumer_tiles)
-
-
-def micro_kernel_tiles(
-    sketch: Sketch, candidate: Candidate, extents: tuple[int, ...], iterator_types: tuple[str, ...]
-) -> dict[str, dict[int, int]]:
-    """Register tiles a `MicroKernel` sets on the root's loops, per level: `mr` and `nr` on its loops and every
-    other parallel loop unit (`vector_common_parallel`), every reduction loop but the innermost unit
-    (`vector_reduction`)."""
-    step = sketch.step(MicroKernel)
-    if not isinstance(step, MicroKernel):
-        return {}
-    (knob,) = step.knobs
-    mr, nr = micro_kernel_shape(candidate.choice(knob) or knob.options[0])
-    parallel = {d: 1 for d, it in enumerate(iterator_types) if it == "parallel" and extents[d] > 1}
-    reductions = [d for d, it in enumerate(iterator_types) if it == "reduction"]
-    reduction = {d: 1 for d in reductions[:-1] if extents[d] > 1}
-    return {"vector_common_parallel": {**parallel, step.rows: mr, step.cols: nr}, "vector_reduction": reduction}
+    resolved = Resolved(sketch, candidate, task, dag, root.extents, root.iterator_types, per_level, current,
+                        consumer_tiles)
+    for step_kind, step in steps:
+        resolved = step_kind.refine(step, resolved)
+    stack = sum(step_kind.stack_bytes(step, resolved) for step_kind, step in steps)
+    return replace(resolved, step_stack_bytes=stack) if stack else resolved
 
 
 def _resolve_pipeline(sketch: Sketch, candidate: Candidate, task: Task) -> Resolved:
@@ -295,68 +117,23 @@ def _resolve_pipeline(sketch: Sketch, candidate: Candidate, task: Task) -> Resol
     return Resolved(sketch, candidate, task, task_dag(task), extents, task.root.iterator_types, per_level, register)
 
 
-def input_tiles(resolved: Resolved) -> list[tuple[int, ...]]:
-    """The root's register tile of every input, in the input's dimension order.
-
-    A compound access (`d1 * 2 + d4`) spans more than one element when any of
-    its loops does (counted as 2: only unit or not matters); constants span 1.
-    """
-    root, reg = resolved.root, resolved.register
-    tiles = []
-    for amap in root.indexing_maps[: root.num_inputs]:
-        tile = []
-        for expr in amap.results:
-            if expr.is_dim():
-                tile.append(reg[expr.dims()[0]])
-            else:
-                tile.append(2 if any(reg[d] > 1 for d in expr.dims()) else 1)
-        tiles.append(tuple(tile))
-    return tiles
-
-
-def has_interior_unit_dim(tile: tuple[int, ...]) -> bool:
-    """A unit dimension after a non-unit one (`[1, 2, 1, 16]`, `[4, 1]`).
-
-    Folding unit dims rank-reduces such a tile with `extract_slice` /
-    `insert_slice`; MLIR's `insert_slice(transfer_write)` folding (run by
-    `vectorize_children_and_apply_patterns`) then rewrites the write with a
-    minor-identity map on the full-rank tensor, which drops all but the first
-    row of the tile: wrong answers, not a compile error (IREE 3.13). Only
-    leading unit dims fold correctly.
-    """
-    first = next((i for i, size in enumerate(tile) if size > 1), len(tile))
-    return any(size == 1 for size in tile[first:])
-
-
 def render_config(sketch: Sketch, candidate: Candidate, task: Task) -> IreeConfig:
-    """The IREE configuration a candidate stands for.
+    """The IREE configuration a candidate stands for: the one a step of the trace decides (IREE's own, a GPU
+    launch, a CPU pipeline's tiles), else the tiles per level.
 
     For a transform sketch this is a summary (its tile sizes per level, over
     the loops of the root as IREE's codegen sees it); the program itself is
     `codegen.transform_strategy.render_strategy`.
     """
-    if sketch.fixed_config is not None:
-        return sketch.fixed_config
-    if is_gpu_sketch(sketch):
-        return gpu_mapping(sketch, candidate, task).config
-    if not sketch.knobs:
-        return IreeConfig(pipeline=sketch.pipeline, levels=())
-    values = dict(candidate.values)
-    loops = len(task.root.loop_extents)
-    kernel = micro_kernel_tiles(sketch, candidate, task.root.loop_extents, task.root.iterator_types)
-    if sketch.family is Family.TRANSFORM and task.codegen_ops:
+    root = task.root
+    extents, iterator_types = root.loop_extents, root.iterator_types
+    if sketch.family is Family.TRANSFORM and task.codegen_ops and sketch.knobs:
         dag = sketch_dag(sketch, task)
         if dag is not None:
-            root = dag.ops[dag.root]
-            loops = len(root.extents)
-            kernel = micro_kernel_tiles(sketch, candidate, root.extents, root.iterator_types)
-    levels = []
-    for level in sketch.levels:
-        sizes = [0] * loops
-        for knob in tile_knobs(sketch.knobs):
-            if level in knob.levels and knob.of_root and knob.dim < loops:
-                sizes[knob.dim] = values[knob.name][knob.levels.index(level)]
-        for d, size in kernel.get(level, {}).items():
-            sizes[d] = size
-        levels.append((level, tuple(sizes)))
-    return IreeConfig(pipeline=sketch.pipeline, levels=tuple(levels))
+            extents, iterator_types = dag.ops[dag.root].extents, dag.ops[dag.root].iterator_types
+    fixed = fixed_tiles(sketch, candidate, extents, iterator_types) if sketch.knobs else {}
+    for kind, step in kinds_of(sketch):
+        config = kind.config(step, sketch, candidate, task, fixed)
+        if config is not None:
+            return config
+    return level_config(sketch, candidate, len(extents), fixed)

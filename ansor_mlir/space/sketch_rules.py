@@ -1,16 +1,18 @@
 """Sketch derivation rules: small objects that turn a task into program structures.
 
 Like Ansor's derivation rules, each rule looks at the task (and the target)
-and, when it applies, contributes sketches. Rules are listed per target;
-users add their own by passing a different list to `generate_sketches`.
-No rule names an operator: they read loop structure only.
+and, when it applies, contributes sketches; a refining rule (`refine`)
+instead derives sketches from those the rules before it made, as Ansor's
+rules apply to the states earlier rules produced. Rules are listed per
+target; users add their own by passing a different list to
+`generate_sketches`. No rule names an operator: they read loop structure only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ansor_mlir.core.schedule import (
     LEVEL_KIND,
@@ -33,14 +35,29 @@ from ansor_mlir.core.task import Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.space import dag as dags
 from ansor_mlir.space import decisions, gpu_sketch_rules, implicit_gemm, micro_kernel
+from ansor_mlir.steps.interchange import InterchangeRule
 
 
 class SketchRule(Protocol):
+    """Contributes sketches of a task (`index`: the first one's)."""
+
     name: str
 
     def applies(self, task: Task, target: Target) -> bool: ...
 
     def apply(self, task: Task, target: Target, index: int) -> list[Sketch]: ...
+
+
+@runtime_checkable
+class RefiningRule(Protocol):
+    """Derives the task's sketches from those the rules before it made: it may change them (keeping their
+    indices) and append sketches after them."""
+
+    name: str
+
+    def applies(self, task: Task, target: Target) -> bool: ...
+
+    def refine(self, task: Task, target: Target, sketches: list[Sketch]) -> list[Sketch]: ...
 
 
 @dataclass(frozen=True)
@@ -448,7 +465,22 @@ class TransformImplicitGemmRule:
         return [Sketch(task.key, index, Family.TRANSFORM, PIPELINE, levels, (ImplicitGemm(), *steps), rules)]
 
 
-def cpu_rules() -> list[SketchRule]:
+@dataclass(frozen=True)
+class PadRowsRule:
+    """A CPU transform sketch of a task that pads its own input, with the rows its pad is copied in (`PadRows`):
+    whatever rule derived it, the strategy copies that pad into each workgroup's tile."""
+
+    name: str = "pad-rows"
+
+    def applies(self, task: Task, target: Target) -> bool:
+        return task.pads_input and target.gpu is None
+
+    def refine(self, task: Task, target: Target, sketches: list[Sketch]) -> list[Sketch]:
+        rows = PadRows(elements=target.pad_row_elements(task.root.element_bytes))
+        return [replace(s, steps=(*s.steps, rows)) if s.family is Family.TRANSFORM else s for s in sketches]
+
+
+def cpu_rules() -> list[SketchRule | RefiningRule]:
     """The default rule list for `llvm-cpu` targets: both families."""
     return [
         IreeDefaultRule(),
@@ -464,19 +496,22 @@ def cpu_rules() -> list[SketchRule]:
         TransformWindowMicroKernelRule(),
         MicroKernelPipelineRule(),
         TransformImplicitGemmRule(),
+        InterchangeRule(),
+        PadRowsRule(),
     ]
 
 
-def cuda_rules() -> list[SketchRule]:
+def cuda_rules() -> list[SketchRule | RefiningRule]:
     """The default rule list for CUDA targets: IREE's default, then the GPU rules (`space.gpu_sketch_rules`)."""
     return [IreeDefaultRule(), *gpu_sketch_rules.gpu_rules()]
 
 
 # The rule list of each backend: a new target adds an entry (and its rules), not branches in the search.
-RULES_BY_BACKEND: dict[str, Callable[[], list[SketchRule]]] = {"llvm-cpu": cpu_rules, "cuda": cuda_rules}
+RULES_BY_BACKEND: dict[str, Callable[[], list[SketchRule | RefiningRule]]] = {"llvm-cpu": cpu_rules,
+                                                                              "cuda": cuda_rules}
 
 
-def rules_for(target: Target) -> list[SketchRule]:
+def rules_for(target: Target) -> list[SketchRule | RefiningRule]:
     factory = RULES_BY_BACKEND.get(target.backend)
     if factory is None:
         raise AnsorError(f"no sketch rules for target backend '{target.backend}': "
@@ -484,19 +519,16 @@ def rules_for(target: Target) -> list[SketchRule]:
     return factory()
 
 
-def generate_sketches(task: Task, target: Target, rules: list[SketchRule] | None = None) -> list[Sketch]:
-    """All sketches of a task, sketch zero (IREE's default) first: the target's rules, or the `rules` given."""
+def generate_sketches(task: Task, target: Target, rules: list[SketchRule | RefiningRule] | None = None
+                      ) -> list[Sketch]:
+    """All sketches of a task, sketch zero (IREE's default) first: the target's rules, or the `rules` given, in
+    order."""
     sketches: list[Sketch] = []
     for rule in rules if rules is not None else rules_for(target):
-        if rule.applies(task, target):
+        if not rule.applies(task, target):
+            continue
+        if isinstance(rule, RefiningRule):
+            sketches = rule.refine(task, target, sketches)
+        else:
             sketches.extend(rule.apply(task, target, len(sketches)))
-    return [with_pad_rows(sketch, task, target) for sketch in sketches]
-
-
-def with_pad_rows(sketch: Sketch, task: Task, target: Target) -> Sketch:
-    """A CPU transform sketch of a task that pads its own input, with the rows its pad is copied in (`PadRows`):
-    whatever rule derived it, the strategy copies that pad into each workgroup's tile."""
-    if not task.pads_input or sketch.family is not Family.TRANSFORM or target.gpu is not None:
-        return sketch
-    rows = PadRows(elements=target.pad_row_elements(task.root.element_bytes))
-    return replace(sketch, steps=(*sketch.steps, rows))
+    return sketches
