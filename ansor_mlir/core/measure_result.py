@@ -50,9 +50,9 @@ class MeasureResult:
         """Faster beyond its own noise: this median plus its spread (interquartile range) is below the
         incumbent's median, so a win inside the challenger's scatter does not displace the incumbent.
 
-        The incumbent's spread does not count: one noisy measurement of IREE's default (a 25 us spread on a
-        65 us median, in the 2-thread GMM run's one-thread phase) otherwise kept every candidate from
-        displacing it, a 50.9 +- 3.9 us one included, and the tuned program applied IREE's default.
+        The incumbent's spread does not count: one noisy measurement of IREE's default would otherwise keep
+        every candidate from displacing it, clearly faster ones included, and the tuned program would apply
+        IREE's default (measured: docs/reports/measurement_fidelity.md).
         """
         if not self.ok:
             return False

@@ -30,8 +30,8 @@ WIDE_REGISTER_FILE_FEATURES = frozenset({"avx512f", "neon", "sve"})
 
 # ansor-mlir's own codegen choice for every CPU program it builds: IREE's default build (`-O0` for this flag) ends
 # each vectorized floating-point reduction in ordered scalar adds, which no tuned tile size removes (a softmax's
-# reductions, `docs/concepts/program_rewrites.md`); reassociated, they end in vector adds, as PyTorch's kernels and IREE's
-# `-O2` do. `Target.iree_default_flags` leaves it out: the build a benchmark calls IREE's default.
+# reductions, `docs/concepts/program_rewrites.md`); reassociated, they end in vector adds, as PyTorch's kernels and
+# IREE's `-O2` do. `Target.iree_default_flags` leaves it out: the build a benchmark calls IREE's default.
 REASSOCIATE_FP_REDUCTIONS_FLAG = "--iree-llvmcpu-reassociate-fp-reductions=true"
 
 # Programs for threads > 1 take IREE's wait and signal fences and return once their work is queued, so the caller

@@ -5,9 +5,9 @@ overhangs the border. Over a wide window dimension that is a few percent of
 its FLOPs and no schedule should care; over a short one it is not: C3D's
 7-tap window at stride 2 over a 16-deep input, padded by 3, puts 6 of every
 56 taps along that depth on padding, 11% of the convolution. PyTorch's
-(oneDNN's) kernel skips them (it runs above 100% of the peak counted on all
-taps); a schedule of IREE's dispatch cannot, since the dispatch computes
-every output with every tap.
+(oneDNN's) kernel skips them; a schedule of IREE's dispatch cannot, since
+the dispatch computes every output with every tap
+(measured: docs/reports/program_rewrites.md).
 
 Along the window dimension with the largest share of padded taps (when it is
 at least `MIN_PADDED_SHARE`), the rewrite cuts the outputs into runs that

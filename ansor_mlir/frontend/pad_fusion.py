@@ -3,11 +3,11 @@
 IREE gives every `tensor.pad` a dispatch of its own: the padded input is
 written to memory and read back by the convolution. For a convolution that
 reduces over input channels this costs little beside its FLOPs, and IREE's
-schedules of the fused form are slower (measured at IREE's defaults on this
-suite: 0.5-0.9x). A window op that reduces over its window only (depthwise
-convolutions, pooling) does a few FLOPs per input element, so the extra pass
-over memory is a third of its time: fused, IREE's own configuration of a
-3x3 depthwise convolution runs 1.25-1.3x faster, before any tuning.
+schedules of the fused form are slower. A window op that reduces over its
+window only (depthwise convolutions, pooling) does a few FLOPs per input
+element, so the extra pass over memory is a large share of its time: fused,
+IREE's own configuration of a depthwise convolution runs faster, before any
+tuning (measured: docs/reports/program_rewrites.md).
 
 The match reads loop structure, never op names: a linalg op whose reduction
 loops each appear in its input map only added to an output loop (`oh + kh`,
@@ -19,14 +19,12 @@ used by it alone. The pad, the op's initializer (a `linalg.fill` of a
 `conv1d-pad-fusion` also takes ops that reduce over input channels, where
 the window spans one dimension (1-D convolutions): on IREE's task system the
 separate pad is a fill and a copy of the whole input, each a step the
-workers finish and wait on before the convolution starts. At 2 threads on
-the 2-vCPU Zen 4 guest (64 trials, alternated) the tuned C1D(1,256,64,128)
-ran 47.6 us fused against 61 unfused. Over 2-D windows the fused search
-lost: GRP(1,56,56,64,128,3,2,1,1,4) 802 us against 256, CAP's transform
-candidates all failed to compile (each workgroup's padded input tile is a
-stack buffer) and its program ran 12.4 ms against 0.46; so 2-D windows
-over channels keep their pad dispatch. IREE's default of a fused form is
-slow (C1D 1.5 ms against 0.2 ms), so the rewrite is opt-in and
+workers finish and wait on before the convolution starts. Over 2-D windows
+the fused search loses: the sketches that win unfused do not apply to a
+dispatch that pads its own input, and strategies that pad each workgroup's
+input tile in a stack buffer fail to compile; so 2-D windows over channels
+keep their pad dispatch. IREE's default of a fused form can be much slower
+(measured: docs/reports/program_rewrites.md), so the rewrite is opt-in and
 `tuning.rewrite_check` keeps it only where the tuned program wins (and
 builds). Where IREE's default of a fused dispatch does not build at all (a
 padded tile over the 32 KB stack limit), the tuner takes its reference

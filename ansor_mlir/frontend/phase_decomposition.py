@@ -29,8 +29,9 @@ new operands, so IREE sees the op kind it would have seen.
 
 Importers flip the filter with a gather (a generic of `tensor.extract`s at
 `k - 1 - kh`); when the filter is a weight the program is given, that flip
-copies every weight on every call (T2D: 8 MB, half of IREE's default
-build's time at 2 threads). A filter gather that reverses window dimensions only is folded
+copies every weight on every call, a dispatch that can cost more than the
+convolution (measured: docs/reports/program_rewrites.md). A filter gather
+that reverses window dimensions only is folded
 away instead: a convolution with the reversed filter is the convolution with
 the filter as given over the input reversed, reversed back
 (`conv(Z, rev W)[o] = conv(rev Z, W)[O - 1 - o]`), and reversing the

@@ -2,9 +2,10 @@
 
 A softmax's last generic divides every element of a row by the row's sum. A
 vector division costs about ten times a multiplication (`vdivps` issues once
-per 8-16 cycles where `vmulps` issues twice per cycle): at 1536x128 on one
-AVX-512 core the division's dispatch took 62 us, most of it dividing, and no
-schedule of that task can make the divisions cheaper. One reciprocal per
+per 8-16 cycles where `vmulps` issues twice per cycle): the division's
+dispatch spends most of its time dividing (measured:
+docs/reports/program_rewrites.md), and no schedule of that task can make the
+divisions cheaper. One reciprocal per
 divisor element, then a multiplication per element, is what PyTorch's and
 oneDNN's softmax kernels do.
 

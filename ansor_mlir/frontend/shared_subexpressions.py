@@ -5,8 +5,8 @@ computes every `exp` twice: once in the sum's body and again in the
 division's. IREE forms two dispatches and keeps both computations, and no
 schedule of either task can remove the other's: the `exp`s are most of the
 work. Computed once, into a tensor the size of the output the division
-writes anyway, IREE's own build of a 1536x128 softmax ran 1.2x faster on a
-Zen 3 host (2 threads, 206 against 248 us) before any tuning.
+writes anyway, they make even IREE's own build of a softmax faster, before
+any tuning (measured: docs/reports/program_rewrites.md).
 
 The match reads loop structure and body dataflow, never op names: two or
 more `linalg.generic`s of one block over the same static loop ranges whose
@@ -20,8 +20,8 @@ Where that first one reduces and the others are all-parallel (the softmax's
 sum, then its division), the reduction writes the value as a second result
 instead: IREE puts it in one dispatch with its elementwise readers, where a
 generic of its own went into the dispatch before and wrote the value out for
-the next one to read back (the softmax on one AVX-512 core: 88 against 124 us
-tuned, with reassociated reductions, `core.target.codegen_flags`).
+the next one to read back (with reassociated reductions,
+`core.target.codegen_flags`; measured: docs/reports/program_rewrites.md).
 """
 
 from __future__ import annotations

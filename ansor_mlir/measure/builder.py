@@ -51,7 +51,7 @@ class ProgramBuildInput:
     spec_text: str | None = None
     timeout_s: float | None = None
     # Built as for one thread (IREE's synchronous ABI, no fences): the program runs on `local-sync`, where the
-    # fences cost about 4 us per call and buy nothing (`tuning.device_choice.build_target`).
+    # fences cost microseconds per call and buy nothing (`tuning.device_choice.build_target`).
     one_thread: bool = False
 
 

@@ -3,9 +3,9 @@
 IREE's `local-task` workers sleep between dispatches and are woken by futex.
 In a KVM guest whose idle vCPUs halt at once (Firecracker boots with
 `haltpoll.guest_halt_poll_ns=0`), each wake-up waits for the hypervisor to
-run the halted vCPU again: on a 2-vCPU guest the workers' wake-ups averaged
-2.3 ms, and 2-thread calls of a 1.7 ms convolution read 4 or 6 ms. OpenMP
-pools (PyTorch, OpenBLAS) spin before sleeping and do not pay it. The guest
+run the halted vCPU again, often for longer than the dispatch's own work
+(measured: docs/reports/measurement_fidelity.md). OpenMP pools (PyTorch,
+OpenBLAS) spin before sleeping and do not pay it. The guest
 `haltpoll` cpuidle driver polls `guest_halt_poll_ns` before halting; Linux's
 default is 200000 (200 us). A report names the setting it ran under, and the
 benchmark may set it for its run and restore it after.
@@ -14,10 +14,9 @@ The window acts only under that driver. It registers itself only when the
 hypervisor hints that vCPUs are dedicated (`KVM_HINTS_REALTIME`) or the guest
 boots with `cpuidle_haltpoll.force=1`; otherwise the guest's cpuidle driver
 reads `none`, the parameter file still exists (the `haltpoll` module is built
-in), and writing it changes nothing. A Zen 3 Firecracker guest was such a
-case: its 2-thread table at 9182cf3 named `guest_halt_poll_ns=200000` under
-`cpuidle none`, a setting that had no effect. So the window is refused there
-with the reason, and the note to a tuning user names the boot parameter.
+in), and writing it changes nothing, while a report would name a setting
+that had no effect. So the window is refused there with the reason, and the
+note to a tuning user names the boot parameter.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 An aarch64 program built on an x86-64 host runs here under `qemu-aarch64-static`
 with IREE's own aarch64 `iree-run-module` (from the aarch64 `iree-base-runtime`
-wheel; `tools/install_qemu_aarch64.sh` installs both). Emulation is about 400x
-slower than the hardware and its speed says nothing about it, so this runner
+wheel; `tools/install_qemu_aarch64.sh` installs both). Emulation is orders of
+magnitude slower than the hardware and its speed says nothing about it
+(docs/reports/aarch64.md), so this runner
 reports no time: a program whose outputs match the references is
 `NOT_MEASURED` with its largest error ("verified under qemu"), a mismatch
 `WRONG_ANSWER`. Outputs are compared by the timing worker's own check

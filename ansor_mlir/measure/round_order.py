@@ -3,10 +3,10 @@
 Alternating contenders round by round makes a host phase hit all of them
 alike, but a fixed order still favours one side: on a host that drifts (slows
 or speeds up over the run) the contender that always runs second sees a
-little more of the drift in every round. The CI host once read the same
-192^3 matmul program, timed against itself, 0.974x with three rounds in four
-going to the one run first. Reversing the order every other round (ABBA)
-cancels a linear drift and gives every contender each neighbour.
+little more of the drift in every round, enough to decide a comparison of a
+program with itself (measured: docs/reports/measurement_fidelity.md).
+Reversing the order every other round (ABBA) cancels a linear drift and
+gives every contender each neighbour.
 """
 
 from __future__ import annotations

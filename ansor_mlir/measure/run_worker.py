@@ -4,10 +4,10 @@ It lives in its own process so that a crashing or hanging kernel kills only
 the worker; the runner restarts it and records the failure. Timing is the
 host clock around each call: a CPU device's call returns when its work is done.
 
-Where the operands sit in memory moves a kernel's time by up to a third on
-this project's machines (the same binary, 2.4 ms or 3.2 ms for a 512^3
-matmul, depending on the buffers' addresses: cache-set and 4K aliasing of
-power-of-two strides). A program timed on one placement can win or lose by
+Where the operands sit in memory moves a kernel's time (cache-set conflicts
+and 4K aliasing of power-of-two strides depend on the buffers' addresses;
+measured: docs/reports/measurement_fidelity.md). A program timed on one
+placement can win or lose by
 luck; so calls cover several placements of the inputs (`vm_call.PLACEMENTS`),
 one block of consecutive calls each (`timed_in_blocks`), and alternated
 comparisons give every program of a round the same freshly placed inputs.

@@ -1,9 +1,9 @@
 """Calls of a compiled IREE function at the runtime's own cost, for timing.
 
 `iree.runtime`'s function invoker converts every argument and wraps every
-result in Python on each call: about 3 us on a Zen 4 core (a 16-element add
-takes 5.6 us through it, 2.4 us through the VM directly). TVM's and PyTorch's
-calls cost far less, so timing through the invoker charges an IREE program
+result in Python on each call, which costs more than a small program's whole
+call through the VM (measured: docs/reports/measurement_fidelity.md). TVM's
+and PyTorch's calls cost far less, so timing through the invoker charges an IREE program
 for the binding rather than for itself, and hides differences between
 candidates of small tasks. A prepared call builds the argument list once and
 invokes the VM function directly; the program still allocates its outputs on
@@ -66,8 +66,8 @@ class PlacedCalls:
     `advance` moves to the next placement, once per timing round (`ansor_bench.timing.time_alternately`), as
     `compare.time_alternately` and the runner's comparisons do: within a round the inputs stay where they are,
     warm in cache as a library's inputs are when it is called in a loop, and across rounds no program wins by
-    its buffers' addresses. Rotating on every call instead kept a memory-bound program's inputs out of cache
-    (Zen 3, the suite's depthwise conv: 0.53 ms against 0.40 ms on one placement).
+    its buffers' addresses. Rotating on every call instead keeps a memory-bound program's inputs out of cache
+    and reads it slower than a library called on one array (measured: docs/reports/measurement_fidelity.md).
     """
 
     calls: list[Callable[[], object]]
@@ -85,7 +85,8 @@ def timed_call(program: CompiledModel, inputs: Sequence) -> PlacedCalls:
     copies, one per timing round) and each call invoking the VM directly.
 
     `program(x)` copies every input in and every output out on each call, which is the binding's cost, not
-    the program's: a 1 MB depthwise conv's copies take as long as its kernel on a Zen 3 core.
+    the program's; for a memory-bound program the copies take about as long as its kernel
+    (measured: docs/reports/measurement_fidelity.md).
     """
     device, function = program.bound()
     arrays = [np.asarray(x, order="C") for x in inputs]

@@ -29,8 +29,9 @@ ELEMENT_BYTES = {
 
 _THREAD = threading.local()
 
-# Deepest bracket nesting accepted: real modules nest a few dozen levels; MLIR's parser crashed between 4,000
-# and 8,000 on this project's machines, and the bindings' walks recurse in Python (limit 1,000 frames).
+# Deepest bracket nesting accepted: real modules nest a few dozen levels; MLIR's parser crashes (rather than
+# failing) on nesting some thousands deep (CHANGELOG.md), and the bindings' walks recurse in Python (limit 1,000
+# frames).
 MAX_NESTING = 256
 # Longest text accepted (characters): 1 GiB.
 MAX_TEXT_CHARS = 1 << 30
@@ -47,8 +48,9 @@ def new_context(allow_unregistered: bool = False) -> ir.Context:
 def shared_context() -> ir.Context:
     """This thread's context for building IR that is printed and dropped (strategies, specs, types).
 
-    Creating a context with IREE's dialects costs about 7 ms, ten times what
-    building a whole strategy in it does, and the search builds thousands.
+    Creating a context with IREE's dialects costs several times what
+    building a whole strategy in it does (CHANGELOG.md), and the search
+    builds thousands.
     Contexts are not thread-safe, hence one per thread; what it keeps between
     uses is only uniqued attributes and types.
     """

@@ -1,7 +1,9 @@
 """Thin, safe wrappers around the real `iree-compile` / `iree-opt` binaries.
 
 Every call runs in a child process with a wall-clock timeout and an address
-space cap: a bad configuration once took IREE 10+ minutes and 9.6 GB.
+space cap: a bad configuration can keep IREE compiling for many minutes on
+gigabytes of memory, and one candidate must not stall or starve the search
+(CHANGELOG.md, "Limits the code keeps").
 """
 
 from __future__ import annotations
@@ -99,8 +101,8 @@ def tuning_spec_flags(spec: Path | str) -> list[str]:
     """Flags that build a program with a tuning spec.
 
     IREE 3.13 sometimes deadlocks loading the spec when it configures executables on several threads (a mutex in
-    `getOrLoadTransformLibraryModule`, 1 build in 25 on a two-dispatch model); single-threaded passes never did
-    (0 in 30) and cost these small builds nothing measurable.
+    `getOrLoadTransformLibraryModule`); single-threaded passes do not, and cost these small builds nothing
+    measurable (CHANGELOG.md, "Limits the code keeps").
     """
     return [f"--iree-codegen-tuning-spec-path={spec}", "--mlir-disable-threading"]
 

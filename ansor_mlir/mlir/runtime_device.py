@@ -1,9 +1,9 @@
 """The IREE runtime device every program of ansor-mlir runs on: one per device URI and process, host memory
 pooled by IREE's caching allocator.
 
-IREE's default host allocator `calloc`s every buffer a call allocates, its outputs and transients included:
-`perf` put 16% of a 1 MB depthwise convolution's call in `memset`, and a 128^3 matmul's call spends about 1 us
-of 22 zero-filling its 64 KB result. PyTorch's and TVM's outputs are not zeroed, and a program's own consumers
+IREE's default host allocator `calloc`s every buffer a call allocates, its outputs and transients included, and
+a memory-bound call spends a measurable share of its time zero-filling them (measured:
+docs/reports/measurement_fidelity.md). PyTorch's and TVM's outputs are not zeroed, and a program's own consumers
 overwrite every element, so a measurement that pays the fill ranks nothing better and understates every IREE
 program beside a library. The caching allocator hands freed blocks back to the next call instead.
 
@@ -42,10 +42,10 @@ def release_free_blocks(device) -> None:
 
     IREE's caching allocator keeps at most 64 free blocks and hands one out only for a request of exactly its size.
     In a process that has run other programs the list is full of their sizes: every block a new program frees is
-    deallocated, and each of its calls `calloc`s and zero-fills its outputs again. The suite's DEP after five other
-    ops ran 160 us a call against 125 us in a fresh process (IREE's default 322 against 238 us), 16% of its time in
-    `memset`. Each timing calls this before it places its inputs (`measure.vm_call.placements`), so every program
-    is timed with room in the list, whatever ran before it in the process.
+    deallocated, and each of its calls `calloc`s and zero-fills its outputs again, so a program timed after others
+    reads slower than in a fresh process (measured: docs/reports/measurement_fidelity.md). Each timing calls this
+    before it places its inputs (`measure.vm_call.placements`), so every program is timed with room in the list,
+    whatever ran before it in the process.
     """
     device.allocator.trim()
 

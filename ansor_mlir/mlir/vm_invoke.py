@@ -4,8 +4,8 @@ A program built for threads > 1 has IREE's asynchronous ABI (`Target.compile_fla
 it takes a wait and a signal fence and returns once its work is queued. Its
 call then waits with a poll that yields the vCPU, not with IREE's own wait,
 which burns the calling thread while the task workers need its core: on a
-2-vCPU Zen 3 guest about 1 call in 100 stalled for 2-4 ms, and the yielding
-poll halved a 2-thread matmul's mean call (`docs/reports/caller_wait.md`).
+2-vCPU guest that makes rare calls stall for milliseconds and raises the
+mean call well above the median (measured: docs/reports/caller_wait.md).
 """
 
 from __future__ import annotations

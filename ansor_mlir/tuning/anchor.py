@@ -1,32 +1,26 @@
 """Anchored times: each batch's candidates timed alternately with a fixed anchor program, their times read as
 ratios to it.
 
-On a shared host the same program's time moves by 30% and more within a
-tuning run (a Zen 3 guest timed IREE's default of a convolution at 4.5 and
-5.2 ms minutes apart). Candidates measured once each, at different times,
-are then ranked by when they ran: C2D's best record was 1.29x IREE's default
-in the log, and timed alternately with it, 0.97x. Scaling a batch by one
-re-timing of an anchor before and after it does not help (that re-timing is
-as noisy as the candidates, and an anchor that moves to the best candidate
-compounds the errors: a record read 2.1 ms that ran 4.2). So after each batch
-is run (checked and timed one by one), the anchor (IREE's default of the
-task) and the batch's correct programs are timed alternately for a few
-rounds, and each candidate's time is the anchor's recorded time times the
-median of its per-round ratios to the anchor. The time as measured alone and
-the anchor's time in those rounds stay in the record
-(`MeasureResult.measured_s`, `reference_s`).
+On a shared host the same program's time drifts within a tuning run, so
+candidates measured once each, at different times, are ranked by when they
+ran as much as by what they are. Scaling a batch by one re-timing of an
+anchor before and after it does not help: that re-timing is as noisy as the
+candidates, and an anchor that moves to each new best compounds the errors.
+So after each batch is run (checked and timed one by one), the anchor
+(IREE's default of the task) and the batch's correct programs are timed
+alternately for a few rounds, and each candidate's time is the anchor's
+recorded time times the median of its per-round ratios to the anchor. The
+time as measured alone and the anchor's time in those rounds stay in the
+record (`MeasureResult.measured_s`, `reference_s`).
 
 An anchor far slower than the candidates is bound by something else and
-does not move with them. IREE's default of a C3D border task at 2 threads
-(158 ms recorded, 20-40x the candidates) read 1.2x to 1.9x its recorded
-time across batches while the candidates held still, so their anchored
-times swung with it: the best record read 3.6 ms, 261 GFLOP/s on a
-184 GFLOP/s machine; rebuilt and timed again it ran 8.1 ms. So once a batch
-holds a program `MAX_SPAN` times faster than the anchor, that program
-becomes the anchor, its anchored time its recorded one (`rebased`): the
-unit stays the first anchor's, and the later batches are read against a
-program like them. It moves only by that factor at a time, a few times per
-task at most: an anchor that follows every new best compounds the errors.
+does not move with them, so their anchored times swing with its limits, not
+theirs. So once a batch holds a program `MAX_SPAN` times faster than the
+anchor, that program becomes the anchor, its anchored time its recorded one
+(`rebased`): the unit stays the first anchor's, and the later batches are
+read against a program like them. It moves only by that factor at a time, a
+few times per task at most: an anchor that follows every new best compounds
+the errors. (measured: docs/reports/measurement_fidelity.md)
 """
 
 from __future__ import annotations
@@ -41,10 +35,10 @@ from ansor_mlir.measure.builder import BuiltProgram
 # Programs slower than this per call are not timed alternately: IREE's default of a large convolution takes
 # seconds per call, and each round calls every program at least once.
 MAX_ANCHOR_S = 0.5
-# Each program's share of a batch's alternated timing, cut into as many rounds as fit between these bounds: on a
-# shared 2-vCPU guest the host's phases flip within 100 ms (six copies of one TBS program in one round: 185,
-# 180, 181, 255, 253 and 258 us), so short rounds keep most of them inside one phase and more rounds outvote
-# the ones that are not; a slow program gets the fewest, each calling it once at least.
+# Each program's share of a batch's alternated timing, cut into as many rounds as fit between these bounds: a
+# shared host's phases flip within a fraction of a second, so short rounds keep most of them inside one phase and
+# more rounds outvote the ones that are not; a slow program gets the fewest, each calling it once at least
+# (measured: docs/reports/measurement_fidelity.md).
 PROGRAM_S = 0.09
 MIN_ROUNDS, MAX_ROUNDS = 3, 9
 # A batch's fastest program replaces the anchor once the anchor is this many times slower (`rebased`).
@@ -91,7 +85,7 @@ def anchored(result: MeasureResult, time_s: float | None, reference_s: float | N
 def rebased(current: Anchor | None, programs: Sequence[tuple[BuiltProgram, float]]) -> Anchor | None:
     """The anchor for the next batches: the fastest of a batch's `programs` (each with its anchored time) when
     the current anchor is more than `MAX_SPAN` times slower than it or there is none (IREE's default was too
-    slow to anchor: C3D's interior task, 2 s untuned), else the current one."""
+    slow to anchor, as a large convolution's is), else the current one."""
     if not programs:
         return current
     program, time_s = min(programs, key=lambda p: p[1])

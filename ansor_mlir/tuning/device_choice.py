@@ -1,20 +1,15 @@
 """The runtime device a tuned program runs fastest on: IREE's task system, or the calling thread alone.
 
 At `threads=N` a program is tuned on `local-task` with N workers. Every
-dispatch then goes through IREE's task system, which costs tens of
-microseconds per call on a small VM (waking the workers, the caller's wait):
-on the 2-core Zen 5 guest the tuned 256x256 norm took 5 us on `local-sync`
-and 49 us on `local-task`, the tuned 128^3 matmul 19 against 23 us. So the
-tuned program is timed on both devices, alternately, and the threads are
-kept only when they pay: when the threaded program is faster by
-`THREADS_GAIN` in the median round and no slower over all rounds together
-(the time a user pays on average) in most of three comparisons a second
-apart (`verification.SPREAD_COMPARISONS`). Asking the total for the same
-gain counted `local-task`'s rare late-worker rounds twice: on the 2-vCPU
-Zen 4 guest the 128^3 matmul ran 34.6 us on `local-task` against 38.6 us
-on one thread in the median, stayed on one thread in 2 of 3 comparisons,
-and read 38.8 us in the 2-thread table where IREE's default on
-`local-task` read 33.1 us.
+dispatch then goes through IREE's task system, which on a small VM costs
+more per call (waking the workers, the caller's wait) than a small program
+gains from a second thread. So the tuned program is timed on both devices,
+alternately, and the threads are kept only when they pay: when the threaded
+program is faster by `THREADS_GAIN` in the median round and no slower over
+all rounds together (the time a user pays on average) in most of three
+comparisons a second apart (`verification.SPREAD_COMPARISONS`). The total
+is not asked for the same gain: that counted `local-task`'s rare late-worker
+rounds twice and kept programs on one thread that the threads ran faster.
 Otherwise the program runs on one thread, as PyTorch runs an op below its
 grain size inline: as fast, and it leaves the other cores to the user. The
 choice is a runtime flag (`--device=local-sync`).
@@ -23,29 +18,23 @@ When the threaded program is IREE's default
 build of the program as given (every task fell back to it, no rewrite
 kept), the burden turns: that build on the threaded device is what the user
 has without tuning, so one thread must win by `THREADS_GAIN` in the median
-round, and not lose in total, to replace it. The table regenerated at
-133cab5 kept GMM's default on one thread again (38.5 against 36.7 us on
-`local-task`, a tie under the bar), and timed it at 39.0 us against the
-default's 32.9 us on `local-task`.
+round, and not lose in total, to replace it; a tie would otherwise leave
+the user a program slower than IREE's default.
 
-The threads must prove themselves, not one thread: on the 2-vCPU Zen 3
-guest the host's phases move a one-thread 128^3 matmul between 53 and 90 us
-within seconds (PyTorch's with it), while its second worker wakes too late to
-share the work (70-95 us on `local-task`). Asked to win by 10% beyond the
-noise, one thread won 1 of 7 comparisons of the same two programs (15
-rounds each), and the matmul stayed on `local-task`, 0.58x PyTorch's 2
-threads in the 2-thread table; one thread runs it at 0.9-1.0x.
+The threads must prove themselves, not one thread: on a shared 2-vCPU guest
+the host's phases move a one-thread program's time within seconds while the
+second worker often wakes too late to share the work, so a bar one thread
+must clear beyond the noise keeps programs on `local-task` that one thread
+runs faster.
 
 On one thread the program is built as for one thread: IREE's synchronous
 ABI, without the fences a threaded build waits on (`Target.compile_flags`),
-which cost about 4 us per call there (a 16-float add: 5.6 us against 9.3 us
-on the 2-vCPU Zen 3 guest) and buy nothing on the calling thread. It
+which cost microseconds per call and buy nothing on the calling thread. It
 applies the one-thread search's choices where the
 run made them (`tuning.one_thread_start`): a kernel tuned to be shared by
-two workers is not the best one for one thread. The 2-thread table's 128^3
-matmul took 83 us at its best on `local-task` and 50 us with the one-thread
-search's best, so comparing the threaded program on both devices kept it on
-`local-task`, 1.35x slower than PyTorch.
+two workers is not the best one for one thread, and comparing the threaded
+program on both devices would keep programs on `local-task` that one thread
+runs faster with its own choices. (measured: docs/reports/measurement_fidelity.md)
 """
 
 from __future__ import annotations

@@ -2,15 +2,14 @@
 still, and the best candidates found there open the threaded search (`tuning.thread_seeds`).
 
 On a shared 2-vCPU guest the host's phases move one 2-thread program's time
-by 2x within seconds: in TBS's 2-thread log, IREE's default (recorded at
-306 us) took 281-448 us in the rounds each batch was timed against it.
-Tuned at 2 threads from an empty log, TBS's search followed those phases: a
-batch timed beside a 448 us anchor put 8x8 register tiles on top, the cost
-model learned them, and 47 of its 62 measured candidates were 8x8 tiles;
-the eight best ran 0.9-1.1x IREE's default when timed alternately, while
-the 4x16 kernel the 1-thread search found ran 1.32x at 2 threads. A
-register tile, its packing and its cache blocking suit one core whatever
-the number of workers; what the workers change is mostly the distribution,
+within seconds, and so the anchor each batch is timed against. Tuned at 2
+threads from an empty log, a search follows those phases: a batch timed
+beside a slow anchor puts one kind of register tile on top, the cost model
+learns it, and most later candidates are of that kind, while the kernel a
+1-thread search finds runs faster at 2 threads too
+(measured: docs/reports/measurement_fidelity.md). A register tile, its
+packing and its cache blocking suit one core whatever the number of
+workers; what the workers change is mostly the distribution,
 which the threaded trials then tune. The one-thread records are this
 machine's records at 1 thread, applied at 1 thread like any others; the
 threaded run never uses their times, only their candidates.

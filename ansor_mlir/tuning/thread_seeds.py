@@ -4,17 +4,16 @@ measured first when tuning at this one.
 A register tile, its packing and its cache blocking suit a core whatever
 the number of workers; only the distribution over workers changes. Tuned
 at 2 threads on a 2-vCPU guest, where the host's phases move one program's
-time by 2x, TBS's search settled on 8x8 register tiles whose eight best ran
-0.9-1.1x IREE's default when timed alternately, while the 4x16 kernel the
-1-thread search found ran 1.32x at 2 threads (286 against 378 us). So when
-the log holds the task's records for the same machine at another thread
+time within seconds, a search can settle on tiles that win only in the
+phases they were timed in, while the kernel the 1-thread search found runs
+faster at 2 threads too (measured: docs/reports/measurement_fidelity.md). So
+when the log holds the task's records for the same machine at another thread
 count, their best correct candidates open this run's search: measured here,
 at this thread count, counted toward the budget like any other trial, never
 applied on the other count's times. A seed whose workgroups do not share out
 evenly over this run's threads comes with its nearest variants that do
-(`balanced`): TBS's 1-thread best has 3 workgroups, 305 us at 2 threads,
-where the same kernel in 6 ran 259 us and in 2 278 us (PyTorch 237 us, all
-timed alternately in one slow phase of the host).
+(`balanced`): workgroups that do not divide among the workers leave one
+worker idle for part of every call.
 """
 
 from __future__ import annotations

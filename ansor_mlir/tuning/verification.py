@@ -48,23 +48,21 @@ from ansor_mlir.tuning.task_result import TaskResult
 
 # A candidate must speed the program up by at least this much (median of the per-round speedups) ...
 MIN_GAIN = 0.01
-# Seconds of alternated timing one task's check aims at: a program of seconds per call gets fewer rounds
-# (C3D's untuned build takes 6 s), never fewer than `MIN_ROUNDS`.
+# Seconds of alternated timing one task's check aims at: a program of seconds per call (a large convolution
+# untuned) gets fewer rounds, never fewer than `MIN_ROUNDS`.
 CHECK_BUDGET_S = 60.0
 MIN_ROUNDS = 5
 MIN_ROUND_S = 0.05
 # The program-level choices after tuning (`rewrite_check`, `device_choice`) time their pair this many times, this
-# far apart, and most comparisons decide (`majority_verdict`): on the 2-vCPU Zen 3 guest the host has phases of
-# 1-4 s in which `local-task`'s workers run at one thread's speed, and one 15-round comparison (about 1.5 s) can
-# sit inside one. The 2-thread table at eb39bf5 put softmax on one thread (233 us, 0.72x PyTorch; seven later
-# comparisons of the same programs all kept `local-task`: 121-176 us against 186-226 us on one thread), and the
-# one at 33ec569 dropped its `shared-subexpressions` rewrite (the tuned program read 325 us).
+# far apart, and most comparisons decide (`majority_verdict`): a shared host has phases of seconds in which
+# `local-task`'s workers run at one thread's speed, and one comparison can sit inside one and decide the program's
+# device or rewrites wrongly (measured: docs/reports/measurement_fidelity.md).
 SPREAD_COMPARISONS = 3
 SPREAD_GAP_S = 1.0
 # A task gain at least this large that the whole program turns into a ratio at most this low is no noise: the
 # program's build (the tuning spec on the program's source) differs from the flow-level build the candidate was
-# measured as. A fused pad's unit batch dimension, kept only in the program's dispatch, made one DEP strategy
-# 1.82x as a task and 0.55x in the program (fixed in 9ecdd70); nothing told the user why tuning gained nothing.
+# measured as (one build folds a fused pad's unit dimension, the other does not), and the user is told why tuning
+# gained nothing (measured: docs/reports/measurement_fidelity.md).
 SUSPECT_TASK_GAIN = 1.2
 SUSPECT_PROGRAM_RATIO = 0.9
 # The default program of a slow model may take minutes per call.
@@ -231,8 +229,8 @@ class ProgramVerifier:
         Tasks go in the order of the time their candidates promise to save, each judged against the program
         with the choices accepted so far (a resumed run's included), so the largest gain is in place before a
         smaller one is judged behind it. A task whose candidates all lost is checked once more at the end when
-        other tasks' choices changed the program since: C3D's untuned 1.3 s dispatch, run beside a 211 ms one,
-        hid that one's 30x gain (0.98x in the program) until it was tuned itself.
+        other tasks' choices changed the program since: a slow untuned dispatch that IREE runs beside a task's
+        hides that task's gain until it is tuned itself (measured: docs/reports/measurement_fidelity.md).
         """
         work = {r.task.key: to_verify(records, r, self.target, self.count) for r in results}
         if not any(work.values()):
@@ -447,8 +445,7 @@ def _verdict(compared: CompareResult, index: int) -> ProgramCheck:
 
 def inconclusive(check: ProgramCheck, min_gain: float = MIN_GAIN) -> bool:
     """A rejected check whose median speedup clears the bar while its lower quartile does not: on a noisy host
-    (2 threads on a 2-vCPU guest: C2D's task won 2.0x, its checks read 1.17x and 1.23x with lower quartiles 0.71
-    and 0.93) the host's phases rather than the program may have decided it."""
+    (2 threads on a 2-vCPU guest) the host's phases rather than the program may have decided it."""
     return not check.accepted and check.rounds > 0 and check.ratio >= 1.0 + min_gain and check.ratio_low <= 1.0
 
 
