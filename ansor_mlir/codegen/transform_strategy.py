@@ -205,8 +205,9 @@ def _vectorize(e: Emission) -> None:
     for kind, step in e.steps:
         kind.before_vectorize(step, e)
     if settings.fold_unit_dims:
-        s.patterns(e.func, [structured.ApplyFoldUnitExtentDimsViaSlicesPatternsOp,
-                            transform.ApplyCanonicalizationPatternsOp])
+        fold = (structured.ApplyFoldUnitExtentDimsViaReshapesPatternsOp if settings.fold_unit_dims_via_reshapes
+                else structured.ApplyFoldUnitExtentDimsViaSlicesPatternsOp)
+        s.patterns(e.func, [fold, transform.ApplyCanonicalizationPatternsOp])
     with named("vfunc"):
         e.func = structured.VectorizeChildrenAndApplyPatternsOp(e.func,
                                                                 vectorize_padding=settings.vectorize_padding).result

@@ -110,6 +110,37 @@ class PipelineCacheVectors:
         return elements * ctx.element_bytes <= ctx.limits.vector_bytes
 
 
+def pipeline_pad_elements(sketch: Sketch, values: dict[str, tuple[int, ...]], task: Task) -> int:
+    """Elements of the vector an IREE pipeline makes of a pad its dispatch holds: the windowed input over the
+    workgroup's parallel tiles and the innermost tiles of the reduction loops (0: the dispatch pads nothing).
+
+    A depthwise 1-D convolution's 50-step, 256-channel workgroup tile with its 3 taps at dilation 4 became a
+    `vector<256x58xf32>`; a 1-D convolution reducing over its input channels pads a channel tile at a time."""
+    dag = dags.task_dag(task)
+    if not task.pads_input or dag is None:
+        return 0
+    root = dag.ops[dag.root]
+    sizes = list(root.extents)
+    for knob in tile_knobs(sketch.knobs):
+        if not knob.of_root or knob.dim >= len(sizes):
+            continue
+        chain = values[knob.name]
+        if root.iterator_types[knob.dim] != "parallel":
+            sizes[knob.dim] = chain[-1] or sizes[knob.dim]
+        elif "distribution" in knob.levels:
+            sizes[knob.dim] = chain[knob.levels.index("distribution")] or sizes[knob.dim]
+    return sum(amap.footprint(sizes) for amap in dags.window_maps(root))
+
+
+@dataclass(frozen=True)
+class PipelinePadVector:
+    """A dispatch that pads its own input: IREE's pipeline vectorizes the pad as one vector
+    (`pipeline_pad_elements`), which stays within the largest vector."""
+
+    def __call__(self, ctx: CheckContext) -> bool:
+        return pipeline_pad_elements(ctx.sketch, ctx.values, ctx.task) * ctx.element_bytes <= ctx.limits.vector_bytes
+
+
 def level_config(sketch: Sketch, candidate: Candidate, loops: int, fixed: dict[str, dict[int, int]]) -> IreeConfig:
     """The tile sizes per level the knobs choose over `loops` loops, with the tiles the trace fixes (`fixed`,
     per level)."""
@@ -130,7 +161,7 @@ def level_config(sketch: Sketch, candidate: Candidate, loops: int, fixed: dict[s
 
 class ConfigurePipelineKind(StepKind[ConfigurePipeline]):
     step = ConfigurePipeline
-    checks = (PipelineKnobTiles(), PipelineCacheVectors())
+    checks = (PipelineKnobTiles(), PipelineCacheVectors(), PipelinePadVector())
 
     def config(self, step: ConfigurePipeline, sketch: Sketch, candidate: Candidate, task: Task,
                fixed: dict[str, dict[int, int]]) -> IreeConfig | None:

@@ -50,6 +50,10 @@ class Settings:
 
     # Unit loops folded away before vectorizing, so window tiles vectorize as contractions.
     fold_unit_dims: bool = True
+    # Folded through reshapes rather than rank-reducing slices: a result written through a permuted map (an NCHW
+    # copy of a channels-last result) keeps its layout only that way; through slices its vector writes land on a
+    # unit dimension of the subview and are masked off.
+    fold_unit_dims_via_reshapes: bool = False
     vectorize_padding: bool = False
     # Accumulators hoisted out of the reduction loops (cache write).
     hoist_accumulators: bool = True
@@ -276,7 +280,19 @@ class StepKind(Generic[S]):
 
 def settings_of(steps: tuple[tuple[StepKind, Step], ...], resolved: Resolved) -> Settings:
     """The strategy's settings, as the steps configure them in trace order."""
-    settings = Settings()
+    settings = Settings(fold_unit_dims_via_reshapes=writes_permuted_result(resolved.dag))
     for kind, step in steps:
         settings = kind.configure(step, resolved, settings)
     return settings
+
+
+def writes_permuted_result(dag: Dag | None) -> bool:
+    """Whether an op of the dispatch writes a result through a map that reorders its loops (a transpose)."""
+    if dag is None:
+        return False
+    for op in dag.ops:
+        for amap in op.indexing_maps[op.num_inputs:]:
+            dims = [d for d in amap.result_dims() if d is not None]
+            if dims != sorted(dims):
+                return True
+    return False
