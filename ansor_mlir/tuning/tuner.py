@@ -7,7 +7,7 @@ batch by batch, the task scheduler picks a task, its search policy proposes
 candidates, the builder compiles them in parallel, the runner checks and
 times them one at a time, and each record is appended to the log the moment
 its measurement completes. Several tuners may share a log: before each batch
-the loop reads what the others appended and measured (`TuningLog.refresh`),
+the loop reads what the others appended and measured (`Database.refresh`),
 and it claims its batch first, so no candidate is measured twice. The loop
 draws nothing: callbacks (`tuning.callbacks`) show progress.
 """
@@ -25,17 +25,8 @@ from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.schedule import Candidate, Family, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.database.records import (
-    Claim,
-    Record,
-    TuningLog,
-    claim_target,
-    is_time,
-    now,
-    producer_versions,
-    read_records,
-    task_history,
-)
+from ansor_mlir.database.records import Claim, Record, claim_target, is_time, now, producer_versions, task_history
+from ansor_mlir.database.registry import make_database
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
 from ansor_mlir.frontend.task_extraction import extract_tasks
@@ -161,7 +152,7 @@ class Tuner:
         self.builder = builder or LocalBuilder(target, workers=options.build_workers,
                                                timeout_s=options.compile_timeout_s)
         self.runner = runner or LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
-        self.log = TuningLog(options.log)
+        self.log = make_database(options.log)
         self.claim_target = claim_target(target.key, target.fingerprint)
         # Every record read from the log so far (this run's appends are not read back).
         self.seen: list[Record] = []
@@ -190,7 +181,7 @@ class Tuner:
             picks = [self._predict_task(task) for task in tasks]
         finally:
             self.builder.close()
-        self.log.append(picks)
+        self.log.commit(picks)
         return picks
 
     def _predict_task(self, task: Task) -> Record:
@@ -237,7 +228,7 @@ class Tuner:
             count = self.log.appended
             raise TuningInterrupted(
                 f"interrupted: this run's {count} measurement{'' if count == 1 else 's'} (each written when it "
-                f"finished) are in {self.log.path}; rerun the same command with the same log to resume",
+                f"finished) are in {self.log.location}; rerun the same command with the same log to resume",
                 getattr(exc, "exit_code", 130)) from None
         finally:
             self.log.release()
@@ -258,9 +249,9 @@ class Tuner:
             callback.on_note(f"checking up to {count} candidates per task in the whole program")
         verifier = ProgramVerifier(self.target, self.builder, self.runner, count, self.options.verify_rounds,
                                    self.options.seed, program.parameters, program.parameter_scope)
-        records = read_records(self.options.log)
+        records = self.log.records()
         verification = verifier.verify(program.text, program.name, results, records)
-        self.log.append(verification.checks)
+        self.log.commit(verification.checks)
         judged = records + verification.checks
         summarize(results, judged, self.target)
         notes = [note for note in (build_gap(r, judged, self.target) for r in results) if note]
@@ -297,7 +288,7 @@ class Tuner:
         self._learn(session, self.seen)
         default = self._measure_reference(session)
         self._learn(session, self._refresh()[0])  # another tuner on the log may have recorded it meanwhile
-        if default.candidate.identity not in session.measured and self.log.append([default], unique=True):
+        if default.candidate.identity not in session.measured and self.log.commit([default], unique=True):
             session.result.account(default)
             session.measured.add(default.candidate.identity)
         session.seeds = [c for c in thread_seeds(self.seen, self.target, task, sketches, self.options.batch_size)
@@ -320,7 +311,7 @@ class Tuner:
             build = self._split_reference(task, build)
         if not build.ok or build.program is None:
             raise _no_reference(task, build.error, build.message)
-        # The reference may be slow (a 13-GFLOP conv untuned takes seconds per call): give it ample
+        # The reference may be slow (a large convolution untuned can take seconds per call): give it ample
         # time; candidates then get a limit the runner scales to it (`RunInput.expected_s`).
         run = self.runner.submit(RunInput(build.program, session.inputs, return_outputs=True,
                                           timeout_s=max(REFERENCE_TIMEOUT_S, self.options.run_timeout_s))).result()
@@ -446,7 +437,7 @@ class Tuner:
             callback.on_note(
                 f"task {result.task.name}: stopped after {result.trials} trials: every candidate failed, the last "
                 f"{result.streak} the same way ({result.streak_error}); it keeps IREE's default. This is a bug of "
-                f"ansor-mlir's sketches for this task: please report it with the log ({self.log.path})")
+                f"ansor-mlir's sketches for this task: please report it with the log ({self.log.location})")
 
     def _measured(self, results: list[TaskResult], index: int, records: list[Record]) -> None:
         for callback in self.callbacks:
@@ -465,7 +456,7 @@ class Tuner:
         def log(position: int, result: MeasureResult) -> None:
             candidate = batch[position]
             record = self._record(session, candidate, sketches[candidate.sketch_index], result)
-            self.log.append([record])
+            self.log.commit([record])
             logged[position] = record
             session.measured.add(candidate.identity)
             session.result.account(record)

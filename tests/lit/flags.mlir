@@ -27,7 +27,7 @@
 // PASSES: --ansor-extract-tasks: the tasks (unique dispatches) as ansor dialect IR
 // PASSES-NEXT: --ansor-generate-sketches:
 // PASSES: --ansor-tune: tune every task
-// PASSES: trials=<0..1000000> {{ +}}measured candidates of all tasks together, IREE's default of each included (0: pick by the cost model alone) (default: 32)
+// PASSES: trials=<0..1000000> {{ +}}measured candidates of all tasks together, IREE's default of each included (0: pick by the cost model alone) (default: 64 per task of the program; with a time budget alone, until it is spent)
 // PASSES-NEXT: trials-per-task=<1..1000000> {{ +}}measured candidates per task instead of in all (default: none, trials is the total)
 // PASSES-NEXT: time-budget=<DURATION (90s, 30m, 2h)>
 // PASSES-NEXT: wall-clock time the search may take, beside trials: it stops when either is spent (default: none, trials alone)

@@ -381,7 +381,9 @@ def bad_api_calls(module: Path, log: Path, special_paths: dict[str, str]) -> st.
                    str(module) + ".missing.mlir", Path(module.parent), "model.onnx", "not mlir\n",
                    "func.func @f( {", "module {}", "", "\0", Path(special_paths["a FIFO"])]
     tune_args = {
-        "module": bad_modules, "trials": [-1, 1_000_001, *NOT_INT], "seed": [-1, 2**32, *NOT_INT],
+        # trials=None is the default budget (64 per task), not a bad value.
+        "module": bad_modules, "trials": [-1, 1_000_001, *(v for v in NOT_INT if v is not None)],
+        "seed": [-1, 2**32, *NOT_INT],
         "policy": ["greedy", "", *NOT_STR], "log": bad_logs, "target": ["cuda9", "", 3, None, Opaque()],
         "progress": [None, 1, "yes", Opaque()], "name": [3, b"x", Opaque()],
         "callbacks": [None, 3, "abc", [3], [Opaque()], [None]],
