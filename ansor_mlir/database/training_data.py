@@ -14,26 +14,31 @@ import numpy as np
 
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.database.records import Record, task_history
+from ansor_mlir.database.measure_record import Record
+from ansor_mlir.database.queries import task_history
 from ansor_mlir.model.cost_model import TrainingSet
-from ansor_mlir.model.features import featurize_many
+from ansor_mlir.model.feature_extractor import FeatureExtractor
+from ansor_mlir.model.registry import make_feature_extractor
 from ansor_mlir.space.sketch_rules import generate_sketches
 
 
-def task_samples(records: list[Record], task: Task, target: Target) -> tuple[np.ndarray, np.ndarray]:
+def task_samples(records: list[Record], task: Task, target: Target,
+                 extractor: FeatureExtractor | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(features, seconds) of one task's records for this target; failures time as inf."""
+    extractor = extractor or make_feature_extractor()
     sketches = generate_sketches(task, target)
     mine = [r for r in task_history(records, target.key, task.key, sketches) if r.candidate.sketch_index >= 0]
-    features = featurize_many(task, {s.index: s for s in sketches}, [r.candidate for r in mine], target)
+    features = extractor.extract(task, {s.index: s for s in sketches}, [r.candidate for r in mine], target)
     times = np.array([r.result.median_s if r.ok else np.inf for r in mine], dtype=np.float64)
-    return features, times
+    return features.values, times
 
 
-def training_set(records: list[Record], tasks: list[Task], target: Target) -> TrainingSet:
+def training_set(records: list[Record], tasks: list[Task], target: Target,
+                 extractor: FeatureExtractor | None = None) -> TrainingSet:
     """All records of the given tasks, grouped per task."""
     data = TrainingSet()
     for task in tasks:
-        features, times = task_samples(records, task, target)
+        features, times = task_samples(records, task, target, extractor)
         data.add(task.key, features, times)
     return data
 
@@ -58,7 +63,7 @@ def tasks_by_module(modules: dict[str, str], target: Target,
 
 
 def grouped_sets(
-    records: list[Record], groups: dict[str, list[Task]], target: Target
+    records: list[Record], groups: dict[str, list[Task]], target: Target, extractor: FeatureExtractor | None = None
 ) -> dict[str, TrainingSet]:
     """One training set per group (workload), holding the records of its tasks."""
-    return {name: training_set(records, tasks, target) for name, tasks in groups.items()}
+    return {name: training_set(records, tasks, target, extractor) for name, tasks in groups.items()}

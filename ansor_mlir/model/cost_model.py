@@ -1,42 +1,23 @@
-"""The learned cost model: XGBoost on program features, as in Ansor.
+"""The cost model behind the search: a protocol, and the training data every model learns from.
 
-One model is shared across tasks. It regresses per-task normalized
-throughput (best time of the task / this time, so the fastest known program
-of every task scores 1 and a failure 0), and weighs samples by that label so
-that the model is most accurate where it matters: among fast programs.
-A pretrained model ships in the package as the warm start; online training
-continues boosting from it.
+A cost model scores candidates from their features (higher: predicted
+faster) and learns from measurements grouped by task. One model is shared
+across tasks; labels are per-task normalized throughput (best time of the task
+/ this time, so the fastest known program of every task scores 1 and a
+failure 0), which makes tasks of any size comparable. Models are chosen by
+instance or by name (`model.registry`), as MetaSchedule's `CostModel.create`;
+the XGBoost one (`model.xgb_model`) is the default.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
-import xgboost as xgb
 
-from ansor_mlir.errors import AnsorError
-from ansor_mlir.model.features import FEATURE_NAMES
-
-# Close to Ansor's XGBModel parameters, with fewer rounds: we retrain after
-# every measured batch and the data sets are small.
-XGB_PARAMS = {
-    "max_depth": 8,
-    "gamma": 0.001,
-    "min_child_weight": 0,
-    "eta": 0.2,
-    "subsample": 1.0,
-    "objective": "reg:squarederror",
-    "nthread": 1,
-    "verbosity": 0,
-    "seed": 0,
-}
-ROUNDS = 60
-WARM_ROUNDS = 30
-MIN_WEIGHT = 0.1
-PRETRAINED = "cost_model.json"
+from ansor_mlir.model.feature_extractor import FeatureExtractor, FeatureMatrix
 
 
 @dataclass
@@ -47,17 +28,30 @@ class TrainingSet:
     times: list[np.ndarray] = field(default_factory=list)  # seconds; inf for failures
     tasks: list[str] = field(default_factory=list)
 
-    def add(self, task_key: str, features: np.ndarray, times: np.ndarray) -> None:
+    def add(self, task_key: str, features: np.ndarray | FeatureMatrix, times: np.ndarray) -> None:
+        values = features.values if isinstance(features, FeatureMatrix) else features
         if len(times) == 0:
             return
         if task_key in self.tasks:
             i = self.tasks.index(task_key)
-            self.features[i] = np.vstack([self.features[i], features])
+            self.features[i] = np.vstack([self.features[i], values])
             self.times[i] = np.concatenate([self.times[i], times])
         else:
             self.tasks.append(task_key)
-            self.features.append(features)
-            self.times.append(times)
+            self.features.append(values)
+            self.times.append(np.asarray(times, dtype=np.float64))
+
+    def extend(self, other: TrainingSet, prefix: str = "") -> None:
+        """Every task of `other` added (keys prefixed, to keep two hosts' samples of one task apart)."""
+        for task, features, times in zip(other.tasks, other.features, other.times, strict=True):
+            self.add(prefix + task, features, times)
+
+    def subset(self, keep: set[str]) -> TrainingSet:
+        out = TrainingSet()
+        for task, features, times in zip(self.tasks, self.features, self.times, strict=True):
+            if task in keep:
+                out.add(task, features, times)
+        return out
 
     @property
     def size(self) -> int:
@@ -67,6 +61,10 @@ class TrainingSet:
         """Stacked features and normalized-throughput labels."""
         labels = [normalized_throughput(t) for t in self.times]
         return np.vstack(self.features), np.concatenate(labels)
+
+    def groups(self) -> np.ndarray:
+        """The task index of every row of `matrix` (query ids for ranking objectives)."""
+        return np.concatenate([np.full(len(t), i, dtype=np.int64) for i, t in enumerate(self.times)])
 
 
 def normalized_throughput(times: np.ndarray) -> np.ndarray:
@@ -79,62 +77,24 @@ def normalized_throughput(times: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(times), best / times, 0.0).astype(np.float32)
 
 
-@dataclass
-class CostModel:
-    """XGBoost regressor over `FEATURE_NAMES`; untrained models score at random."""
+@runtime_checkable
+class CostModel(Protocol):
+    """Scores candidates from their features and learns from measurements."""
 
-    booster: xgb.Booster | None = None
-    base: xgb.Booster | None = None
+    name: str
+    extractor: FeatureExtractor
 
     @property
     def trained(self) -> bool:
-        return self.booster is not None
+        """Whether scores mean anything: an untrained model scores at random (Ansor's cold start)."""
+        ...
 
-    def fit(self, data: TrainingSet) -> None:
-        """Train on all data (continuing from the pretrained base when there is one)."""
-        if data.size < 2:
-            self.booster = self.base
-            return
-        x, y = data.matrix()
-        matrix = xgb.DMatrix(x, label=y, weight=np.maximum(y, MIN_WEIGHT), feature_names=list(FEATURE_NAMES))
-        if self.base is not None:
-            self.booster = xgb.train(XGB_PARAMS, matrix, WARM_ROUNDS, xgb_model=self.base.copy())
-        else:
-            self.booster = xgb.train(XGB_PARAMS, matrix, ROUNDS)
+    def update(self, data: TrainingSet) -> None:
+        """Learn from every measurement so far (from the pretrained start, for a model that has one)."""
+        ...
 
-    def predict(self, features: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Predicted normalized throughput; random scores while untrained (as Ansor's cold start)."""
-        if self.booster is None:
-            rng = rng or np.random.default_rng(0)
-            return rng.random(len(features)).astype(np.float32)
-        return self.booster.predict(xgb.DMatrix(features, feature_names=list(FEATURE_NAMES)))
+    def predict(self, features: FeatureMatrix, rng: np.random.Generator | None = None) -> np.ndarray:
+        """One score per row, higher for faster programs; random while untrained."""
+        ...
 
-    def save(self, path: Path) -> None:
-        if self.booster is None:
-            raise AnsorError("cannot save an untrained cost model")
-        self.booster.save_model(str(path))
-
-    @staticmethod
-    def load(path: Path) -> CostModel:
-        if not path.is_file():
-            raise AnsorError(f"cost model file {path} does not exist")
-        booster = xgb.Booster()
-        try:
-            booster.load_model(str(path))
-        except xgb.core.XGBoostError as exc:
-            raise AnsorError(f"{path}: not a cost model ({str(exc).splitlines()[0]})") from None
-        if booster.feature_names is not None and tuple(booster.feature_names) != FEATURE_NAMES:
-            raise AnsorError(f"{path}: cost model was trained on other features; retrain it")
-        return CostModel(booster=booster, base=booster)
-
-    @staticmethod
-    def pretrained() -> CostModel | None:
-        """The model shipped in the package, or None if it is absent or stale."""
-        path = resources.files("ansor_mlir") / "data" / PRETRAINED
-        if not path.is_file():
-            return None
-        try:
-            return CostModel.load(Path(str(path)))
-        except AnsorError:
-            return None
-
+    def save(self, path: Path) -> None: ...

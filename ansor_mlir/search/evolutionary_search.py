@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ansor_mlir.core.measure_result import MeasureResult
-from ansor_mlir.core.schedule import Candidate, ChoiceKnob, Knob, MicroKernel, Sketch, tile_knobs
+from ansor_mlir.core.schedule import Candidate, ChoiceKnob, Knob, Sketch, tile_knobs
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.model.cost_model import CostModel, TrainingSet
-from ansor_mlir.model.features import featurize_many
+from ansor_mlir.model.registry import make_cost_model
+from ansor_mlir.search.search_context import Structure, TaskContext, structure
 from ansor_mlir.search.shape_neighbours import shape_neighbours
 from ansor_mlir.space.annotation import (
     divisors,
@@ -42,6 +43,8 @@ from ansor_mlir.space.annotation import (
 
 # Re-samples of another knob tried when a mutation alone leaves the candidate invalid (`repaired`).
 REPAIRS = 8
+# Selection weight of the population's worst-scored candidate, against 1 + this for its best.
+SELECTION_FLOOR = 1e-3
 
 
 @dataclass(frozen=True)
@@ -124,14 +127,19 @@ def crossover(
     return None
 
 
-def structure(candidate: Candidate, by_index: dict[int, Sketch]) -> tuple[int, str | None]:
-    """What a candidate's sketch and its register tile shape fix, the knobs aside: (sketch index, `MRxNR` or None)."""
-    kernel = by_index[candidate.sketch_index].step(MicroKernel)
-    return candidate.sketch_index, candidate.choice(kernel.knobs[0]) if kernel is not None else None
+def selection_weights(scores: np.ndarray) -> np.ndarray:
+    """Parent selection weights from predicted scores: scaled to 0..1 over the population, plus a floor.
+
+    A ranking objective's scores are only ordered (any sign, any scale), so
+    they are shifted and scaled; the floor leaves the worst a small chance.
+    """
+    spread = float(np.ptp(scores)) if len(scores) else 0.0
+    scaled = (scores - scores.min()) / spread if spread > 0 else np.ones_like(scores)
+    return scaled + SELECTION_FLOOR
 
 
 def first_of_each_structure(
-    ranked: list[Candidate], by_index: dict[int, Sketch], tried: set[tuple[int, str | None]], count: int
+    ranked: list[Candidate], by_index: dict[int, Sketch], tried: set[Structure], count: int
 ) -> list[Candidate]:
     """The best-ranked candidate of each structure not in `tried`, up to `count`, best first.
 
@@ -141,7 +149,7 @@ def first_of_each_structure(
     (1.0-1.2x), and a 32-trial search measured one random 2x32 of that
     sketch and no 6x16. One measurement of each shape lets the model learn it.
     """
-    firsts: dict[tuple[int, str | None], Candidate] = {}
+    firsts: dict[Structure, Candidate] = {}
     for candidate in ranked:
         key = structure(candidate, by_index)
         if key not in tried and key not in firsts:
@@ -151,34 +159,39 @@ def first_of_each_structure(
 
 @dataclass
 class EvolutionarySearch:
-    """Model-guided evolutionary search behind the `SearchPolicy` interface."""
+    """Model-guided evolutionary search behind the `SearchPolicy` interface: one cost model shared by all tasks,
+    one `TaskContext` per task."""
 
     target: Target
     rng: random.Random
-    model: CostModel = field(default_factory=CostModel)
+    model: CostModel = field(default_factory=make_cost_model)
     params: EvolutionParams = field(default_factory=EvolutionParams)
     data: TrainingSet = field(default_factory=TrainingSet)
-    # Measured (time, candidate) per task; failures are not kept as parents.
-    history: dict[str, list[tuple[float, Candidate]]] = field(default_factory=dict)
-    # Structures (`structure`) each task has had candidates of (measured or proposed).
-    structures_tried: dict[str, set[tuple[int, str | None]]] = field(default_factory=dict)
-    # Per task, the best measured candidates whose `shape_neighbours` were proposed.
-    neighboured: dict[str, set[str]] = field(default_factory=dict)
+    contexts: dict[str, TaskContext] = field(default_factory=dict)
     name: str = "evolutionary"
+
+    def context(self, task: Task, sketches: list[Sketch]) -> TaskContext:
+        """The task's context, its sketches as given now."""
+        ctx = self.contexts.get(task.key)
+        if ctx is None:
+            ctx = self.contexts[task.key] = TaskContext(task, {})
+        ctx.by_index = {s.index: s for s in sketches}
+        return ctx
 
     def next_batch(self, task: Task, sketches: list[Sketch], measured: set[str], size: int) -> list[Candidate]:
         """First one candidate of every structure (sketch and register tile shape) not measured yet, the
         model's best of it (a model cannot rank a structure it has seen no measurement of), then the best
         measured micro-kernel's tiles with each other register shape (`shape_neighbours`), then model picks,
         plus an eps share of random ones (at least one)."""
+        ctx = self.context(task, sketches)
         seen = set(measured)
-        tried = self.structures_tried.setdefault(task.key, set())
-        by_index = {s.index: s for s in sketches}
+        tried = ctx.structures_tried
+        by_index = ctx.by_index
         n_random = min(size, max(1, math.ceil(size * self.params.eps_greedy)))
         ranked = [c for _, c in self.evolve(task, sketches, seen)]
         batch = first_of_each_structure(ranked, by_index, tried, size - n_random)
         seen |= {c.identity for c in batch}
-        neighbours = [c for c in self._incumbent_neighbours(task, by_index) if c.identity not in seen]
+        neighbours = [c for c in self._incumbent_neighbours(ctx) if c.identity not in seen]
         batch += neighbours[: max(0, size - n_random - len(batch))]
         seen |= {c.identity for c in batch}
         covered = {index for index, _ in tried} | {c.sketch_index for c in batch}
@@ -192,66 +205,67 @@ class EvolutionarySearch:
         tried |= {structure(c, by_index) for c in batch}
         return batch
 
-    def _incumbent_neighbours(self, task: Task, by_index: dict[int, Sketch]) -> list[Candidate]:
+    def _incumbent_neighbours(self, ctx: TaskContext) -> list[Candidate]:
         """`shape_neighbours` of the task's best measured candidate, once per best."""
-        history = self.history.get(task.key)
-        done = self.neighboured.setdefault(task.key, set())
-        best = history[0][1] if history else None
-        if best is None or best.identity in done or best.sketch_index not in by_index:
+        best = ctx.best
+        if best is None or best.identity in ctx.neighboured or best.sketch_index not in ctx.by_index:
             return []
-        done.add(best.identity)
-        return shape_neighbours(best, by_index[best.sketch_index], task, self.target)
+        ctx.neighboured.add(best.identity)
+        return shape_neighbours(best, ctx.by_index[best.sketch_index], ctx.task, self.target)
 
     def update(self, task: Task, sketches: list[Sketch], results: list[tuple[Candidate, MeasureResult]]) -> None:
-        by_index = {s.index: s for s in sketches}
-        known = [(c, r) for c, r in results if c.sketch_index in by_index]
+        ctx = self.context(task, sketches)
+        known = [(c, r) for c, r in results if c.sketch_index in ctx.by_index]
         if not known:
             return
-        self.structures_tried.setdefault(task.key, set()).update(structure(c, by_index) for c, _ in known)
-        features = featurize_many(task, by_index, [c for c, _ in known], self.target)
+        ctx.structures_tried.update(structure(c, ctx.by_index) for c, _ in known)
+        features = ctx.features([c for c, _ in known], self.model.extractor, self.target)
         times = np.array([r.median_s if r.ok and r.median_s else np.inf for _, r in known])
         self.data.add(task.key, features, times)
-        history = self.history.setdefault(task.key, [])
-        history.extend((r.median_s, c) for c, r in known if r.ok and r.median_s and by_index[c.sketch_index].knobs)
-        history.sort(key=lambda item: item[0])
-        self.model.fit(self.data)
+        ctx.record([(r.median_s, c) for c, r in known if r.ok and r.median_s])
+        self.model.update(self.data)
+
+    def predicted(self, ctx: TaskContext, candidates: list[Candidate], nprng: np.random.Generator | None = None
+                  ) -> np.ndarray:
+        """The model's scores of candidates of the context's task."""
+        return self.model.predict(ctx.features(candidates, self.model.extractor, self.target), nprng)
 
     def evolve(self, task: Task, sketches: list[Sketch], exclude: set[str]) -> list[tuple[float, Candidate]]:
         """(predicted score, candidate) explored by evolution, best first (none of `exclude`)."""
-        by_index = {s.index: s for s in sketches}
+        ctx = self.context(task, sketches)
         open_sketches = [s for s in sketches if s.knobs]
         if not open_sketches:
             return []
         nprng = np.random.default_rng(self.rng.getrandbits(32))
-        population = self._initial_population(task, open_sketches)
+        population = self._initial_population(ctx, open_sketches)
         scores: dict[str, tuple[float, Candidate]] = {}
         for generation in range(self.params.generations + 1):
             fresh = [c for c in population if c.identity not in scores]
             if fresh:
-                predicted = self.model.predict(featurize_many(task, by_index, fresh, self.target), nprng)
-                for c, p in zip(fresh, predicted, strict=True):
+                for c, p in zip(fresh, self.predicted(ctx, fresh, nprng), strict=True):
                     scores[c.identity] = (float(p), c)
             if generation == self.params.generations or not population:  # a tiny space can be sampled out
                 break
-            population = self._next_generation(task, by_index, population, scores, nprng)
+            population = self._next_generation(ctx, population, scores, nprng)
         ranked = sorted(scores.values(), key=lambda item: -item[0])
         return [(score, c) for score, c in ranked if c.identity not in exclude]
 
-    def _initial_population(self, task: Task, open_sketches: list[Sketch]) -> list[Candidate]:
-        population = [c for _, c in self.history.get(task.key, [])[: self.params.elite_measured]]
+    def _initial_population(self, ctx: TaskContext, open_sketches: list[Sketch]) -> list[Candidate]:
+        population = [c for _, c in ctx.history[: self.params.elite_measured]]
         seen = {c.identity for c in population}
-        fresh = sample_fresh(open_sketches, task, self.target, self.rng, self.params.population - len(population), seen)
+        fresh = sample_fresh(open_sketches, ctx.task, self.target, self.rng, self.params.population - len(population),
+                             seen)
         return population + fresh
 
     def _next_generation(
         self,
-        task: Task,
-        by_index: dict[int, Sketch],
+        ctx: TaskContext,
         population: list[Candidate],
         scores: dict[str, tuple[float, Candidate]],
         nprng: np.random.Generator,
     ) -> list[Candidate]:
-        fitness = np.array([max(scores[c.identity][0], 1e-6) for c in population])
+        task, by_index = ctx.task, ctx.by_index
+        fitness = selection_weights(np.array([scores[c.identity][0] for c in population]))
         order = np.argsort(-fitness)
         children = [population[i] for i in order[: self.params.elite_predicted]]
         seen = {c.identity for c in children}
@@ -280,8 +294,7 @@ class EvolutionarySearch:
         scored = self.evolve(task, sketches, set())
         fixed = [Candidate(task.key, s.index, ()) for s in sketches if not s.knobs]
         if fixed:
-            by_index = {s.index: s for s in sketches}
-            predicted = self.model.predict(featurize_many(task, by_index, fixed, self.target))
+            predicted = self.predicted(self.context(task, sketches), fixed)
             scored += [(float(p), c) for p, c in zip(predicted, fixed, strict=True)]
         scored.sort(key=lambda item: -item[0])
         return [c for _, c in scored[:count]]

@@ -18,6 +18,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.model.cost_model import CostModel
+from ansor_mlir.model.registry import load_cost_model, make_cost_model, pretrained_model
 from ansor_mlir.search.evolutionary_search import EvolutionarySearch
 from ansor_mlir.space.annotation import sample_fresh
 
@@ -69,15 +70,19 @@ POLICIES = ("evolutionary", "random")
 
 
 def make_policy(
-    name: str, target: Target, rng: random.Random, cost_model: Path | None = None, pretrained: bool = True
+    name: str, target: Target, rng: random.Random, cost_model: Path | CostModel | None = None,
+    pretrained: bool = True,
 ) -> SearchPolicy:
-    """A policy by name; the evolutionary one starts from `cost_model`, else the shipped model if wanted."""
+    """A policy by name; the evolutionary one starts from `cost_model` (a file or an instance), else the shipped
+    model if wanted, else an untrained one."""
     if name == "random":
         return RandomSearch(target=target, rng=rng)
     if name == "evolutionary":
-        if cost_model is not None:
-            model = CostModel.load(cost_model)
+        if isinstance(cost_model, Path):
+            model = load_cost_model(cost_model)
+        elif cost_model is not None:
+            model = cost_model
         else:
-            model = (CostModel.pretrained() if pretrained else None) or CostModel()
+            model = (pretrained_model() if pretrained else None) or make_cost_model()
         return EvolutionarySearch(target=target, rng=rng, model=model)
     raise AnsorError(f"unknown search policy '{name}': choose one of {', '.join(POLICIES)}")

@@ -17,8 +17,11 @@ from ansor_mlir.core.task import main_task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.affine_maps import parse_affine_map
 from ansor_mlir.frontend.task_extraction import extract_tasks
-from ansor_mlir.model.cost_model import CostModel, TrainingSet, normalized_throughput
+from ansor_mlir.model.cost_model import TrainingSet, normalized_throughput
+from ansor_mlir.model.feature_extractor import FeatureMatrix, KnobFeatures
 from ansor_mlir.model.features import FEATURE_NAMES, featurize, footprint
+from ansor_mlir.model.registry import load_cost_model, make_cost_model, pretrained_model
+from ansor_mlir.model.xgb_model import OBJECTIVES
 from ansor_mlir.search.evolutionary_search import EvolutionarySearch, EvolutionParams, crossover, mutate
 from ansor_mlir.space.annotation import divisors, is_valid, sample_candidate
 from ansor_mlir.space.resolve import resolve
@@ -57,27 +60,45 @@ def test_normalized_throughput_scores_fastest_one_and_failures_zero():
     assert y.tolist() == [0.5, 1.0, 0.0, 0.25]
 
 
-def test_model_learns_a_ranking_and_round_trips(tmp_path):
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_model_learns_a_ranking_and_round_trips(tmp_path, objective):
     rng = np.random.default_rng(0)
     x = rng.random((300, len(FEATURE_NAMES))).astype(np.float32)
     times = 1.0 + 4.0 * x[:, 3] + 0.1 * rng.random(300)
     data = TrainingSet()
-    data.add("t", x[:200], times[:200])
-    model = CostModel()
-    model.fit(data)
-    predicted = model.predict(x[200:])
+    data.add("t", x[:100], times[:100])
+    data.add("u", x[100:200], 2 * times[100:200])
+    model = make_cost_model(f"xgb-{objective}", KnobFeatures())
+    model.update(data)
+    held_out = FeatureMatrix(FEATURE_NAMES, x[200:])
+    predicted = model.predict(held_out)
     truth = 1.0 / times[200:]
     assert np.corrcoef(predicted, truth)[0, 1] > 0.8
     model.save(tmp_path / "m.json")
-    again = CostModel.load(tmp_path / "m.json")
-    assert np.allclose(again.predict(x[200:]), predicted)
+    again = load_cost_model(tmp_path / "m.json")
+    assert np.allclose(again.predict(held_out), predicted)
+    assert (again.extractor, again.objective) == (model.extractor, objective)
 
 
 def test_loading_a_bad_model_names_the_file(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not a model")
     with pytest.raises(AnsorError, match="bad.json"):
-        CostModel.load(bad)
+        load_cost_model(bad)
+
+
+def test_a_model_trained_on_other_features_is_refused(tmp_path):
+    rng = np.random.default_rng(0)
+    data = TrainingSet()
+    data.add("t", rng.random((20, len(FEATURE_NAMES))).astype(np.float32), 1 + rng.random(20))
+    model = make_cost_model("xgb", KnobFeatures())
+    model.update(data)
+    model.booster.feature_names = [f"f{i}" for i in range(len(FEATURE_NAMES))]
+    model.save(tmp_path / "m.json")
+    with pytest.raises(AnsorError, match="other features.*retrain"):
+        load_cost_model(tmp_path / "m.json")
+    with pytest.raises(AnsorError, match="unknown cost model 'xgb-hinge'"):
+        make_cost_model("xgb-hinge")
 
 
 def test_mutation_and_crossover_keep_chains_valid(small_task, target):
@@ -237,7 +258,7 @@ def test_the_first_batches_measure_every_register_tile_shape_of_every_sketch():
     shapes = {(s.index, shape) for s in sketches if s.knobs
               for shape in (s.step(MicroKernel).knobs[0].options if s.step(MicroKernel) else (None,))}
     assert ("6x16" in {shape for _, shape in shapes}) and len(shapes) > 8
-    search = EvolutionarySearch(target, random.Random(0), model=CostModel.pretrained(),
+    search = EvolutionarySearch(target, random.Random(0), model=pretrained_model(),
                                 params=EvolutionParams(population=256, generations=1))
     first = search.next_batch(task, sketches, set(), 8)
     second = search.next_batch(task, sketches, {c.identity for c in first}, 8)
@@ -248,3 +269,25 @@ def test_the_first_batches_measure_every_register_tile_shape_of_every_sketch():
     firsts = first_of_each_structure(ranked, by_index, set(), 100)
     assert [structure(c, by_index) for c in firsts] == list(dict.fromkeys(structure(c, by_index) for c in ranked))
     assert not first_of_each_structure(ranked, by_index, {structure(c, by_index) for c in ranked}, 100)
+
+
+def test_selection_weights_take_ranking_scores_of_any_sign():
+    from ansor_mlir.search.evolutionary_search import SELECTION_FLOOR, selection_weights
+
+    weights = selection_weights(np.array([-3.0, -1.0, 1.0]))
+    assert weights.tolist() == pytest.approx([SELECTION_FLOOR, 0.5 + SELECTION_FLOOR, 1 + SELECTION_FLOOR])
+    assert (selection_weights(np.array([2.0, 2.0])) > 0).all()
+
+
+def test_contexts_keep_each_task_s_state_apart(small_task, target):
+    """Per-task state lives in one context per task (MetaSchedule's `TuneContext`); features are extracted once
+    per candidate however often evolution scores it."""
+    sketches = generate_sketches(small_task, target)
+    search = EvolutionarySearch(target, random.Random(0), params=EvolutionParams(population=32, generations=2))
+    batch = search.next_batch(small_task, sketches, set(), 4)
+    search.update(small_task, sketches, [(c, MeasureResult(ErrorKind.NONE, median_s=1e-3 * (i + 1)))
+                                         for i, c in enumerate(batch)])
+    (ctx,) = search.contexts.values()
+    assert ctx.task is small_task and ctx.best == batch[0] and len(ctx.history) == len(batch)
+    assert {c.identity for c in batch} <= set(ctx.cache) and ctx.featurized == len(ctx.cache)
+    assert ctx.structures_tried
