@@ -261,13 +261,14 @@ class Input:
 
 def read_input(args: argparse.Namespace, invocations: list[PassInvocation]) -> Input:
     """MLIR from a file or stdin; a model (`.onnx`, `file.py:factory`) is imported, and where the output is a
-    program its weights are written beside the output (`passes.source.parameters_path`)."""
+    program (or `--params-out` names a file) its weights are written beside the output
+    (`passes.source.parameters_path`) or to that file."""
     path = args.input
     if path == "-":
         return Input(sys.stdin.read(), "<stdin>")
     if is_model_reference(path):
         source = read_model(path)
-        if not source.parameters or not outputs_program(invocations):
+        if not source.parameters or not (outputs_program(invocations) or args.params_out):
             return Input(source.text, source.name)
         weights = Path(args.params_out) if args.params_out else parameters_path(path, args.output)
         return Input(source.text, source.name, source.write_parameters(weights))

@@ -27,7 +27,9 @@ from ansor_mlir.core.target import Target, known_targets
 from ansor_mlir.database.records import log_problem
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, REWRITES, parse_rewrites, rewrite_choices
+from ansor_mlir.measure.builder import Builder
 from ansor_mlir.measure.dask_engine import check_address
+from ansor_mlir.measure.runner import Runner
 from ansor_mlir.mlir.iree_compiler import run_tool
 from ansor_mlir.model.cost_model import CostModel
 from ansor_mlir.search.search_policy import POLICIES, SearchPolicy, make_policy
@@ -35,6 +37,8 @@ from ansor_mlir.tuning.budget_outlook import DEFAULT_TRIALS_PER_TASK
 from ansor_mlir.tuning.task_scheduler import SCHEDULERS
 
 SHIPPED_MODEL = "shipped"
+# The builders and runners chosen by name (a cluster's come from `cluster`; others are passed as instances).
+MEASURERS = ("local",)
 NO_MODEL = "none"
 MAX_SEED = 2**32 - 1
 MAX_TRIALS = 1_000_000
@@ -328,6 +332,12 @@ class TuneOptions:
                                        types=(float, int), cli=False)
     min_time_s: float = tune_option("min-time-s", "seconds of timed calls per measurement", seconds, "> 0", 0.1,
                                     types=(float, int), cli=False)
+    builder: str | Builder = tune_option("builder", "what compiles candidates: this host's compiler (local), or "
+                                         "a Builder", one_of(lambda: MEASURERS), "local|Builder", "local",
+                                         types=(str, Builder), cli=False)
+    runner: str | Runner = tune_option("runner", "what times candidates: this host (local), or a Runner",
+                                       one_of(lambda: MEASURERS), "local|Runner", "local", types=(str, Runner),
+                                       cli=False)
     # The program rewrites that made the program tuned (`frontend.program_rewrites`), written in each record:
     # set by the tune from `rewrites=`, not an option.
     rewrites: tuple[str, ...] = ()

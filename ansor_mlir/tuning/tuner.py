@@ -25,6 +25,7 @@ from ansor_mlir.core.measure_result import ErrorKind, MeasureResult
 from ansor_mlir.core.schedule import Candidate, Family, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
+from ansor_mlir.database.database import Database
 from ansor_mlir.database.records import Claim, Record, claim_target, is_time, now, producer_versions, task_history
 from ansor_mlir.database.registry import make_database
 from ansor_mlir.errors import AnsorError
@@ -123,8 +124,11 @@ def tunable_tasks(text: str, what: str, target: Target, callbacks: Sequence[Tuni
 class Tuner:
     """Runs the search for every task of a module and keeps the log.
 
-    The builder and runner default to this host's (`LocalBuilder`,
-    `LocalRunner`); the task scheduler to the one `options.task_scheduler` names.
+    The builder and runner are the instances given (here or in `options`) or
+    the ones `options` names: this host's `LocalBuilder` and `LocalRunner`, a
+    cluster's with `options.cluster`. Records go to `database` (default: the
+    JSONL log `options.log`); the task scheduler is the one
+    `options.task_scheduler` names.
     Callbacks hear of every note, measurement, round and finished task.
     """
 
@@ -136,6 +140,7 @@ class Tuner:
         scheduler: TaskScheduler | None = None,
         builder: Builder | None = None,
         runner: Runner | None = None,
+        database: Database | None = None,
     ):
         self.target = target
         self.options = options
@@ -146,13 +151,15 @@ class Tuner:
         self.policy = make_search_policy(options, target, self.rng)
         # Seconds spent choosing candidates (featurizing, training, evolving), for overhead reports.
         self.search_s = 0.0
+        builder = builder or (options.builder if isinstance(options.builder, Builder) else None)
+        runner = runner or (options.runner if isinstance(options.runner, Runner) else None)
         if options.cluster is not None and builder is None and runner is None:
             builder, runner = cluster_measurers(options.cluster, target, options.compile_timeout_s,
                                                 options.run_timeout_s, options.min_time_s)
         self.builder = builder or LocalBuilder(target, workers=options.build_workers,
                                                timeout_s=options.compile_timeout_s)
         self.runner = runner or LocalRunner(target, timeout_s=options.run_timeout_s, min_time_s=options.min_time_s)
-        self.log = make_database(options.log)
+        self.log = database or make_database(options.log)
         self.claim_target = claim_target(target.key, target.fingerprint)
         # Every record read from the log so far (this run's appends are not read back).
         self.seen: list[Record] = []

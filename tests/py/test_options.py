@@ -5,12 +5,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from conftest import matmul_bias_relu
 
 from ansor_mlir import api, cli
+from ansor_mlir.core.target import Target
+from ansor_mlir.database.registry import make_database
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.measure.builder import BuildInput, BuildResult, ProgramBuildInput
+from ansor_mlir.measure.local_builder import LocalBuilder
+from ansor_mlir.measure.local_runner import LocalRunner
 from ansor_mlir.passes.pass_options import PASSES, parse_options, passes_help
 from ansor_mlir.tuning.budget import Budget
 from ansor_mlir.tuning.options import (
@@ -21,6 +28,7 @@ from ansor_mlir.tuning.options import (
     TuneOptions,
     duration,
 )
+from ansor_mlir.tuning.tuner import Tuner
 
 MM = "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> { return %a : tensor<4xf32> }"
 
@@ -79,6 +87,8 @@ def test_an_options_object_beside_one_of_its_keywords_is_an_error():
         ({"threads": 0}, r"tune: invalid threads=0: out of range: expected an integer in \[1, 1024\]"),
         ({"model": "missing.json"}, r"tune: invalid model='missing.json': no such file; valid choices are shipped"),
         ({"options": TuneOptions(seed=-1)}, r"tune: invalid options.seed=-1: out of range"),
+        ({"builder": "remote"}, r"tune: invalid builder='remote': valid choices are local"),
+        ({"runner": 3}, r"tune: invalid runner=3: valid choices are local"),
     ],
 )
 def test_keywords_are_checked_by_their_options_before_anything_runs(tmp_path, keywords, message):
@@ -112,3 +122,36 @@ def test_a_time_budget_expires():
     budget = Budget.for_run(2, 10, None, 0, time_s=0.01)
     time.sleep(0.02)
     assert budget.expired() and dataclasses.replace(budget, deadline=None).remaining([0, 0]) == 10
+
+
+class CountingBuilder(LocalBuilder):
+    """This host's builder, counting what it is given: proof that the tune used the instance passed."""
+
+    def __init__(self, target: Target):
+        super().__init__(target, workers=1)
+        self.submitted = 0
+
+    def submit(self, item: BuildInput | ProgramBuildInput) -> Future[BuildResult]:
+        self.submitted += 1
+        return super().submit(item)
+
+
+def test_the_builder_and_runner_are_chosen_by_instance_or_name(tmp_path, target):
+    builder = CountingBuilder(target)
+    runner = LocalRunner(target, min_time_s=0.01)
+    options = TuneOptions(trials=3, verify=0, log=tmp_path / "l.jsonl", builder=builder, runner=runner,
+                          progress=False)
+    tuner = Tuner(target, options)
+    assert tuner.builder is builder and tuner.runner is runner
+    tuner.tune_module(matmul_bias_relu(32, 32, 32), "mm")
+    assert builder.submitted >= 3
+    named = Tuner(target, TuneOptions(builder="local", runner="local", log=tmp_path / "n.jsonl"))
+    assert isinstance(named.builder, LocalBuilder) and isinstance(named.runner, LocalRunner)
+
+
+def test_a_tuner_keeps_its_records_in_the_database_given(tmp_path, target):
+    log = tmp_path / "never.jsonl"
+    database = make_database("memory")
+    Tuner(target, TuneOptions(trials=2, verify=0, log=log, progress=False),
+          database=database).tune_module(matmul_bias_relu(32, 32, 32), "mm")
+    assert len(database.records()) >= 2 and not log.exists()
