@@ -193,6 +193,8 @@ def read_program(source: str | Path | ModelSource | Any, name: str | None = None
     `load_model`; their text names the weights as parameters (see `compile`).
     """
     check_name("ansor_mlir", name)
+    if isinstance(source, UserProgram):
+        return source
     source = as_source(source)
     if isinstance(source, Path) and not is_model_reference(str(source)):
         return UserProgram(*_read_file(source, name))
@@ -554,6 +556,7 @@ def run_pipeline(
     pipeline: str | Sequence[str | PassInvocation],
     name: str | None = None,
     after_pass: AfterPass | None = None,
+    parameters: bytes = b"",
 ) -> PipelineResult:
     """Run `ansor-opt` passes on a module object (or MLIR text, or a file, or a model) and get module objects back.
 
@@ -568,6 +571,9 @@ def run_pipeline(
         The name messages give the input.
     after_pass : callable, optional
         Called as `after_pass(number, invocation, module)` after each pass.
+    parameters : bytes, optional
+        The `.irpa` archive of the weights a program reads (`#flow.parameter.named<"model"::...>`), which
+        `ansor-tune`'s whole-program checks run it with. A model brings its own.
 
     Returns
     -------
@@ -584,7 +590,9 @@ def run_pipeline(
     module = as_source(module) if isinstance(module, str) else module
     toolkit = Toolkit(tune=tune, apply_best=apply_best, emit_tuning_spec=emit_tuning_spec,
                       emit_transform_library=emit_transform_library)
-    return _run_pipeline(module, pipeline, toolkit, name, after_pass)
+    if not isinstance(parameters, bytes):
+        raise invalid("run_pipeline", "parameters", parameters, "expected the bytes of an .irpa archive")
+    return _run_pipeline(module, pipeline, toolkit, name, after_pass, parameters)
 
 
 @takes_options(*TARGET_KEYWORDS)

@@ -24,7 +24,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -35,7 +35,7 @@ from ansor_mlir import api
 from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.database.records import FORMAT_VERSION, producer_versions
 from ansor_mlir.errors import AnsorError
-from ansor_mlir.frontend.model_source import ModelSource, is_model_reference
+from ansor_mlir.frontend.model_source import ModelSource, is_model_reference, reads_parameters
 from ansor_mlir.mlir.iree_compiler import flow_level_flags, tuning_spec_flags
 from ansor_mlir.mlir.vm_invoke import module_is_async
 from ansor_mlir.passes.diagnostics import Diagnostic, LocatedError, expectations, verify
@@ -52,7 +52,14 @@ from ansor_mlir.passes.source import (
     read_module,
     split_input,
 )
-from ansor_mlir.run_commands import Runnable, build_command, command, entry_of, how_to_call, run_command
+from ansor_mlir.run_commands import (
+    Runnable,
+    build_command,
+    command,
+    entry_of,
+    how_to_call,
+    run_command,
+)
 from ansor_mlir.tuning.device_choice import build_target
 from ansor_mlir.tuning.options import (
     REWRITES_OPTION,
@@ -255,14 +262,18 @@ FLOW_PASSES = ("ansor-tune", "ansor-apply-best")
 class Input:
     text: str
     name: str
-    # A model input's weights, written where the output's program reads them (None: none, or not a program).
+    # A model input's weights, written where the output's program reads them, or the archive an MLIR input reads
+    # (None: none, or not a program).
     weights: Path | None = None
+    # The archive's bytes, which a tuned program's whole-program checks run with.
+    parameters: bytes = field(default=b"", repr=False)
 
 
 def read_input(args: argparse.Namespace, invocations: list[PassInvocation]) -> Input:
     """MLIR from a file or stdin; a model (`.onnx`, `file.py:factory`) is imported, and where the output is a
     program (or `--params-out` names a file) its weights are written beside the output
-    (`passes.source.parameters_path`) or to that file."""
+    (`passes.source.parameters_path`) or to that file. An MLIR program that reads its weights brings the archive
+    it names (`read_weights`)."""
     path = args.input
     if path == "-":
         return Input(sys.stdin.read(), "<stdin>")
@@ -271,23 +282,56 @@ def read_input(args: argparse.Namespace, invocations: list[PassInvocation]) -> I
         if not source.parameters or not (outputs_program(invocations) or args.params_out):
             return Input(source.text, source.name)
         weights = Path(args.params_out) if args.params_out else parameters_path(path, args.output)
-        return Input(source.text, source.name, source.write_parameters(weights))
+        return Input(source.text, source.name, source.write_parameters(weights), source.parameters)
     try:
-        return Input(Path(path).read_text(encoding="utf-8"), path)
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise AnsorError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AnsorError(f"{path}: cannot read: {exc}") from None
+    weights = read_weights(text, Path(path))
+    if weights is None:
+        return Input(text, path)
+    return Input(text, path, weights[0] if outputs_program(invocations) else None, weights[1])
+
+
+def read_weights(text: str, path: Path) -> tuple[Path, bytes] | None:
+    """The archive a program that reads its weights names in its first line, or NAME.irpa beside it, and its
+    bytes; None where the program reads none, or neither is there."""
+    if not reads_parameters(text):
+        return None
+    archive = commented_weights(text, path) or path.with_suffix(".irpa")
+    try:
+        return archive, archive.read_bytes()
+    except OSError:
+        return None
 
 
 def outputs_program(invocations: list[PassInvocation]) -> bool:
     return not invocations or invocations[-1].name in PROGRAM_PASSES
 
 
+WEIGHTS_COMMENT = "// The weights are in "
+
+
 def weights_comment(weights: Path) -> str:
     """The output's first line where the program reads its weights from an archive."""
-    return (f"// The weights are in {weights}, not in this program: run it with --parameters=model={weights}, or "
+    return (f"{WEIGHTS_COMMENT}{weights}, not in this program: run it with --parameters=model={weights}, or "
             f"embed them when building it: iree-compile --iree-parameter-import=model={weights}\n")
+
+
+UNNAMED_WEIGHTS = "WEIGHTS.irpa"
+
+
+def commented_weights(text: str, path: Path) -> Path | None:
+    """The archive a program written by these tools names in its first line (`weights_comment`), so that the
+    program tuned from it says where its weights are too: as written, or beside the program if it is there."""
+    first = text.split("\n", 1)[0]
+    if not first.startswith(WEIGHTS_COMMENT) or ", not in this program" not in first:
+        return None
+    named = Path(first[len(WEIGHTS_COMMENT):].split(", not in this program", 1)[0])
+    beside = path.parent / named
+    return beside if not named.is_absolute() and not named.exists() and beside.exists() else named
 
 
 def invocation_target(invocation: PassInvocation) -> Target:
@@ -311,10 +355,15 @@ def program_notes(output: str, text: str, source: Input, invocations: list[PassI
     flags = [*target.codegen_flags(), *flow_level_flags(text)] if flow else target.compile_flags()
     threaded = dataclasses.replace(target, threads=max(2, target.threads))
     weights = str(source.weights) if source.weights else None
+    unnamed = weights is None and reads_parameters(text)
+    weights = UNNAMED_WEIGHTS if unnamed else weights
     program = Runnable(vmfb, entry.name, inputs, threaded.runtime_device() if entry.fenced else "local-sync",
                        threaded.runtime_flags() if entry.fenced else (), weights, entry.fenced)
     notes = [f"the weights are in {weights}, not in the program: run it with --parameters=model={weights}, or "
-             f"embed them: iree-compile --iree-parameter-import=model={weights}"] if weights else []
+             f"embed them: iree-compile --iree-parameter-import=model={weights}"] if weights and not unnamed else []
+    if unnamed:
+        notes.append(f"the program reads its weights from an archive it does not name: pass the one written with "
+                     f"it (--params-out) in place of {UNNAMED_WEIGHTS}")
     notes += [f"build it: {build_command(path, flags, vmfb)}", f"run it: {run_command(program)}"]
     return notes + how_to_call(program)
 
@@ -335,8 +384,10 @@ class ChunkResult:
     diagnostics: tuple[Diagnostic, ...]
 
 
-def run_chunk(chunk: Chunk, name: str, invocations: list[PassInvocation], args: argparse.Namespace) -> ChunkResult:
-    """Parse, check and run the passes on one chunk; its errors and warnings become diagnostics."""
+def run_chunk(chunk: Chunk, name: str, invocations: list[PassInvocation], args: argparse.Namespace,
+              parameters: bytes = b"") -> ChunkResult:
+    """Parse, check and run the passes on one chunk (a program that reads its weights with their archive); its
+    errors and warnings become diagnostics."""
 
     def dump(number: int, invocation: PassInvocation, module: ir.Module) -> None:
         sys.stderr.write(f"// -----// IR Dump After {invocation.name} (pass {number}) //----- //\n"
@@ -350,7 +401,8 @@ def run_chunk(chunk: Chunk, name: str, invocations: list[PassInvocation], args: 
             line = module_line(module)
             if invocations:
                 after = dump if args.print_after_all else None
-                module = api.run_pipeline(module, invocations, name=name, after_pass=after).module
+                module = api.run_pipeline(module, invocations, name=name, after_pass=after,
+                                          parameters=parameters).module
             output = print_module(module, args.elide)
         except LocatedError as exc:
             error = Diagnostic("error", str(exc), exc.line)
@@ -360,12 +412,13 @@ def run_chunk(chunk: Chunk, name: str, invocations: list[PassInvocation], args: 
     return ChunkResult(output, tuple(found + ([error] if error else [])))
 
 
-def process(text: str, name: str, invocations: list[PassInvocation], args: argparse.Namespace) -> tuple[str, bool]:
+def process(text: str, name: str, invocations: list[PassInvocation], args: argparse.Namespace,
+            parameters: bytes = b"") -> tuple[str, bool]:
     """(output, success) of the whole input: every chunk processed, even after one fails."""
     chunks = split_input(text) if args.split_input_file else [Chunk(text, 1)]
     outputs, ok = [], True
     for chunk in chunks:
-        result = run_chunk(chunk, name, invocations, args)
+        result = run_chunk(chunk, name, invocations, args, parameters)
         if result.output is not None:
             outputs.append(result.output)
         if args.verify_diagnostics:
@@ -389,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         invocations = invocations_of(args)
         source = read_input(args, invocations)
-        output, ok = process(source.text, source.name, invocations, args)
+        output, ok = process(source.text, source.name, invocations, args, source.parameters)
         if ok and source.weights is not None:
             output = weights_comment(source.weights) + output
         write_output(args.output, output)

@@ -69,6 +69,11 @@ class ModelSource:
                 f"--iree-parameter-import-maximum-size={IMPORT_ALL_BYTES}"]
 
 
+def reads_parameters(text: str, scope: str = PARAMETER_SCOPE) -> bool:
+    """Whether a program reads weights from a parameter archive of `scope` (as imported models do)."""
+    return f'#flow.parameter.named<"{scope}"::' in text
+
+
 def is_model_object(value: object) -> bool:
     """Whether `value` is a model in memory `load_model` takes: a `ModelSource`, an `onnx.ModelProto`, a
     `torch.nn.Module` or a `(module, example_inputs)` pair."""

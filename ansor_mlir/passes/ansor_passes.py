@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from iree.compiler import ir
 
@@ -32,6 +32,7 @@ from ansor_mlir.passes.pass_options import PassInvocation
 from ansor_mlir.space.annotation import sample_candidate
 from ansor_mlir.space.sketch_rules import generate_sketches
 from ansor_mlir.tuning.options import TuneOptions
+from ansor_mlir.tuning.verification import UserProgram
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,13 @@ class PassContext:
     invocation: PassInvocation
     toolkit: Toolkit
     what: str
+    # The weights archive (`.irpa` bytes, scope `model`) the program reads: a whole-program check runs with it.
+    parameters: bytes = field(default=b"", repr=False)
+
+    def program(self, module: ir.Module) -> str | UserProgram:
+        """What the toolkit tunes: the module's text, with the weights it reads where it has them."""
+        text = source_text(module)
+        return UserProgram(text, self.what, self.parameters) if self.parameters else text
 
     @property
     def target(self) -> Target:
@@ -133,7 +141,7 @@ def tune_options(invocation: PassInvocation) -> TuneOptions:
 
 
 def tune_pass(module: ir.Module, pc: PassContext) -> ir.Module:
-    result = pc.toolkit.tune(source_text(module), pc.target, options=tune_options(pc.invocation), name=pc.what,
+    result = pc.toolkit.tune(pc.program(module), pc.target, options=tune_options(pc.invocation), name=pc.what,
                              rewrites=pc.rewrites)
     return pc.output(result.module, module)
 

@@ -42,12 +42,14 @@ class PipelineResult:
         return str(self.module)
 
 
-def input_module(source: ir.Module | str | Path | Any, name: str | None) -> tuple[ir.Module, str]:
-    """(module, name for messages) of a module object, MLIR text or an .mlir file, or a model (`.onnx`,
-    `file.py:factory`, `onnx.ModelProto`, `(torch.nn.Module, example_inputs)`, `ModelSource`) imported to linalg."""
+def input_module(source: ir.Module | str | Path | Any, name: str | None) -> tuple[ir.Module, str, bytes]:
+    """(module, name for messages, weights archive) of a module object, MLIR text or an .mlir file, or a model
+    (`.onnx`, `file.py:factory`, `onnx.ModelProto`, `(torch.nn.Module, example_inputs)`, `ModelSource`) imported
+    to linalg (the archive of its weights; empty for the others)."""
+    parameters = b""
     if isinstance(source, ir.Module):
         source.context.allow_unregistered_dialects = True
-        return source, name or "<module>"
+        return source, name or "<module>", parameters
     if isinstance(source, Path) and not is_model_reference(str(source)):
         try:
             text = source.read_text(encoding="utf-8")
@@ -58,8 +60,8 @@ def input_module(source: ir.Module | str | Path | Any, name: str | None) -> tupl
         text, name = source, name or "<input>"
     else:
         model = load_model(source, name=name)
-        text, name = model.text, model.name
-    return read_module(text, name, new_context()), name
+        text, name, parameters = model.text, model.name, model.parameters
+    return read_module(text, name, new_context()), name, parameters
 
 
 def run_pipeline(
@@ -68,21 +70,24 @@ def run_pipeline(
     toolkit: Toolkit,
     name: str | None = None,
     after_pass: AfterPass | None = None,
+    parameters: bytes = b"",
 ) -> PipelineResult:
     """Run the passes in order, each on the previous one's output (a module object in the input's context).
 
     `pipeline` is a `--pass-pipeline` string or a list of `name{options}`
     strings and invocations; `after_pass(n, invocation, module)` sees each
-    output (as `--mlir-print-ir-after-all` does).
+    output (as `--mlir-print-ir-after-all` does). `parameters` is the weights
+    archive a program that reads its weights runs with (a model brings its own).
     """
     invocations = as_invocations(pipeline)
-    module, name = input_module(source, name)
+    module, name, imported = input_module(source, name)
+    parameters = imported or parameters
     line = module_line(module)
     input_what = f"{name}:{line}" if line is not None else name
     after: list[tuple[PassInvocation, ir.Module]] = []
     for number, invocation in enumerate(invocations, start=1):
         what = input_what if number == 1 else f"output of pass {number - 1} ({invocations[number - 2].name})"
-        module = run_pass(module, PassContext(invocation, toolkit, what), number, line)
+        module = run_pass(module, PassContext(invocation, toolkit, what, parameters), number, line)
         after.append((invocation, module))
         if after_pass is not None:
             after_pass(number, invocation, module)

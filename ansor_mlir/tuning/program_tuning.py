@@ -17,6 +17,7 @@ from pathlib import Path
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.errors import AnsorError
+from ansor_mlir.frontend.model_source import reads_parameters
 from ansor_mlir.frontend.pad_fusion import NAMES as FUSED_PAD_REWRITES
 from ansor_mlir.frontend.program_rewrites import RewrittenProgram, parse_rewrites, rewrite_program
 from ansor_mlir.measure.gpu_device import no_device_message
@@ -86,6 +87,10 @@ def tune_program(given: UserProgram, target: Target, options: TuneOptions, rewri
     no_device = no_device_message(target) if measured else None
     if no_device is not None:
         raise AnsorError(no_device)
+    if measured and target.runs_here and reads_parameters(given.text) and not given.parameters:
+        raise AnsorError(f"{given.name}: the program reads its weights from a parameter archive that was not "
+                         "given, and tuning runs the whole program: keep the .irpa written with it beside it "
+                         "(NAME.irpa), or pass it (Python: run_pipeline(..., parameters=) or a ModelSource)")
     if not target.runs_here and measured:
         return emulation_phase(run)
     wakeup = threaded_timing_note(target.threads) if measured else None
