@@ -59,9 +59,9 @@ CONCRETIZE_PADS_PASS = "iree-codegen-concretize-pad-result-shape"
 VECTORIZE_PADS_PASS = "iree-codegen-vectorize-tensor-pad"
 # IREE folds a fused pad's unit batch dimension (`collapse_shape`, a 3-D pad, `expand_shape`) when it builds a
 # flow-level module (the tuner's candidates, `OUT.mlir`), but not inside a dispatch region the program already
-# holds (the pad-fusion rewrite's, which a tuning spec meets): there the pad stays 4-D, a row of it spanned
-# a whole `WxC` plane, and the same strategy ran 0.66 ms against 0.17 ms (DEP(1,42,42,144), Zen 3). The
-# strategy folds them first, so both flows see one IR (on a flow-level module the pass changes nothing).
+# holds (the pad-fusion rewrite's, which a tuning spec meets): there the pad stays 4-D and a row of it spans
+# a whole `WxC` plane, several times slower (docs/reports/measurement_fidelity.md). The strategy folds them first,
+# so both flows see one IR (on a flow-level module the pass changes nothing).
 FOLD_UNIT_DIMS_PASS = "iree-dispatch-creation-fold-unit-extent-dims-for-func"
 # Linalg ops a strategy tiles as they are. A named op with windowed inputs (a named convolution or pooling)
 # vectorizes only as a 1-D convolution: it becomes a generic first, which the vectorizer takes once its unit

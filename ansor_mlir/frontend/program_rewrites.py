@@ -46,8 +46,8 @@ REWRITES: dict[str, Callable[[ir.Module], int]] = {
 NO_REWRITES = "none"
 SEPARATOR = "+"
 # Phase decomposition first: the convolutions it makes are then channels-last ones too. Border split next, on
-# those final convolutions; it changes only a convolution with at least 8% of its taps on padding and 25 million
-# multiply-accumulates to skip (the suite's C3D; no layer of ResNet-50, MobileNetV2 or BERT). Pad fusion is
+# those final convolutions; it changes only a convolution with enough of its taps on padding to repay the split
+# (its thresholds and what they select: docs/reports/program_rewrites.md). Pad fusion is
 # opt-in (`rewrites=phase-decomposition+channels-last+border-split+pad-fusion`, last, on the final form of every
 # window op; `conv1d-pad-fusion` likewise): a flow-level module it shaped builds only with
 # `--iree-flow-enable-pad-handling`

@@ -151,9 +151,8 @@ def featurize(task: Task, sketch: Sketch, candidate: Candidate, target: Target) 
         _lg(reg_par * elem / target.vector_bytes),
         _lg(prod(reg) * elem / target.vector_bytes),
         _lg(reg_red[-1] if reg_red else 0),
-        # Iterations in partial tiles (a peeled row tile, a padded register tile): they run slower code. C3D's
-        # 6x16 tiles ran 1.14x the best 4x16 over 56-row cache tiles (2 of 56 rows peeled) and 1.02x over 28
-        # (4 of 28); without this the model saw only the shape.
+        # Iterations in partial tiles (a peeled row tile, a padded register tile): they run slower code, which
+        # the shape alone does not show (CHANGELOG.md, limits).
         1.0 - whole,
     ]
 

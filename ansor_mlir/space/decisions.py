@@ -117,8 +117,8 @@ def micro_kernel_steps(
     for knob in tiling_knobs(dag, levels):
         innermost_reduction = knob.kind == REDUCTION and knob.dim == dag.ops[dag.root].reduction_dims[-1]
         if innermost_reduction and knob.extent <= MAX_K_UNROLL:
-            # Never tiled: a loop of 3 input channels around the register tile ran C3D 2.7x slower than the
-            # same tile with the 3 unrolled (153 against 56 ms, Zen 5).
+            # Never tiled: a short reduction loop around the register tile runs far slower than the same tile
+            # with it unrolled (CHANGELOG.md, limits).
             continue
         kept = tuple(lv for lv in knob.levels if lv in cache or innermost_reduction)
         if kept:
