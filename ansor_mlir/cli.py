@@ -298,7 +298,7 @@ def read_input(args: argparse.Namespace, invocations: list[PassInvocation]) -> I
 def read_weights(text: str, path: Path) -> tuple[Path, bytes] | None:
     """The archive a program that reads its weights names in its first line, or NAME.irpa beside it, and its
     bytes; None where the program reads none, or neither is there."""
-    if not reads_parameters(text):
+    if not reads_parameters(text, str(path)):
         return None
     archive = commented_weights(text, path) or path.with_suffix(".irpa")
     try:
@@ -355,7 +355,7 @@ def program_notes(output: str, text: str, source: Input, invocations: list[PassI
     flags = [*target.codegen_flags(), *flow_level_flags(text)] if flow else target.compile_flags()
     threaded = dataclasses.replace(target, threads=max(2, target.threads))
     weights = str(source.weights) if source.weights else None
-    unnamed = weights is None and reads_parameters(text)
+    unnamed = weights is None and reads_parameters(text, path)
     weights = UNNAMED_WEIGHTS if unnamed else weights
     program = Runnable(vmfb, entry.name, inputs, threaded.runtime_device() if entry.fenced else "local-sync",
                        threaded.runtime_flags() if entry.fenced else (), weights, entry.fenced)

@@ -1,7 +1,7 @@
 """Read back IREE attributes that have no Python class, through MLIR's own parser.
 
 IREE 3.13's bindings give no accessor for `#iree_cpu.pipeline`,
-`#iree_cpu.lowering_config` or `#hal.executable.target` (the C API of
+`#iree_cpu.lowering_config`, `#hal.executable.target` or `#flow.parameter.named` (the C API of
 `libIREECompiler` has getters for GPU configurations only). Their parameters
 are dictionaries, so the printed attribute's dictionary is handed to the MLIR
 parser and read as a typed `ir.DictAttr`; no pattern matching reads IR text,
@@ -25,6 +25,7 @@ CPU_PIPELINES = {
 }
 _LOWERING_CONFIG = "#iree_cpu.lowering_config<"
 _EXECUTABLE_TARGET = "#hal.executable.target<"
+_NAMED_PARAMETER = "#flow.parameter.named<"
 
 
 def cpu_pipeline(translation_info: ir.Attribute) -> str | None:
@@ -61,6 +62,15 @@ def executable_target_config(target: ir.Attribute) -> ir.DictAttr | None:
     if not text.startswith(_EXECUTABLE_TARGET) or "{" not in text:
         return None
     return _dictionary(text[text.index("{"): text.rindex("}") + 1], target.context)
+
+
+def parameter_scope(value: ir.Attribute) -> str | None:
+    """The archive scope a `#flow.parameter.named<"scope"::"key">` value reads from, or None for any other."""
+    text = str(value)
+    if not text.startswith(_NAMED_PARAMETER) or "::" not in text:
+        return None
+    scope = ir.Attribute.parse(text[len(_NAMED_PARAMETER):text.index("::")], value.context)
+    return ir.StringAttr(scope).value if isinstance(scope, ir.StringAttr) else None
 
 
 def _dictionary(text: str, ctx: ir.Context) -> ir.DictAttr:

@@ -87,7 +87,7 @@ def tune_program(given: UserProgram, target: Target, options: TuneOptions, rewri
     no_device = no_device_message(target) if measured else None
     if no_device is not None:
         raise AnsorError(no_device)
-    if measured and target.runs_here and reads_parameters(given.text) and not given.parameters:
+    if measured and target.runs_here and reads_parameters(given.text, given.name) and not given.parameters:
         raise AnsorError(f"{given.name}: the program reads its weights from a parameter archive that was not "
                          "given, and tuning runs the whole program: keep the .irpa written with it beside it "
                          "(NAME.irpa), or pass it (Python: run_pipeline(..., parameters=) or a ModelSource)")
