@@ -110,9 +110,13 @@ def interrupted(prog: str, exc: KeyboardInterrupt) -> int:
 
 @contextmanager
 def one_line_warnings(prog: str) -> Iterator[None]:
-    """Warnings printed as `PROG: warning: ...` lines as they come, as the tools print every other message."""
+    """Warnings printed as `PROG: warning: ...` lines as they come, as the tools print every other message; each
+    message once, though several steps of one command (the spec built to compile, then written) may raise it."""
+    shown: set[str] = set()
+
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        if not issubclass(category, HIDDEN_WARNINGS):
+        if not issubclass(category, HIDDEN_WARNINGS) and str(message) not in shown:
+            shown.add(str(message))
             print(f"{prog}: warning: {message}", file=sys.stderr)
 
     with warnings.catch_warnings():
