@@ -130,6 +130,19 @@ def applied(result: TaskResult) -> str:
     if result.fell_back:
         return f"IREE default ({result.verified} checked, none faster in the program)"
     if best is None or best.is_default:
-        return "IREE default"
+        return f"IREE default ({why_default(result)})"
     sketch = f"s{best.candidate.sketch_index} {'+'.join(best.rules)}"
     return f"{sketch} (program-checked)" if result.program_speedup else f"{sketch} (log)"
+
+
+def why_default(result: TaskResult) -> str:
+    """Why a task's best is IREE's own configuration: nothing searched, every candidate failed, or none faster."""
+    candidates = max(result.trials - 1, 0)  # the first record of a task is IREE's default, its reference
+    if not result.task.tunable:
+        return "no sketch applies to this dispatch"
+    if candidates == 0:
+        return "no candidate measured: raise --trials"
+    if result.successes == 0:
+        common = max(result.errors, key=result.errors.get) if result.errors else "error"
+        return f"all {candidates} candidates failed, most with {common}"
+    return f"none of {candidates} candidates faster"
