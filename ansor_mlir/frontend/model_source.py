@@ -28,7 +28,7 @@ from ansor_mlir.frontend.onnx_import import ONNX_TO_LINALG, import_onnx, is_onnx
 from ansor_mlir.frontend.torch_import import TORCH_TO_LINALG, import_torch, is_factory_reference, is_torch_module
 from ansor_mlir.frontend.torch_import import load_factory as load_torch_factory
 from ansor_mlir.mlir.context import new_context, ops_of, parse_module, walk
-from ansor_mlir.mlir.iree_attributes import parameter_scope
+from ansor_mlir.mlir.iree_attributes import NAMED_PARAMETER, parameter_scope
 
 PARAMETER_SCOPE = "model"
 # Weights move out of the IR from this many bytes up (0: every tensor constant the model carries).
@@ -73,7 +73,12 @@ class ModelSource:
 def reads_parameters(text: str, what: str, scope: str = PARAMETER_SCOPE) -> bool:
     """Whether a program reads weights from a parameter archive of `scope` (as imported models do): a global
     whose initial value is a named parameter of that scope."""
-    module = parse_module(text, what, new_context())
+    if NAMED_PARAMETER not in text:
+        return False
+    try:
+        module = parse_module(text, what, new_context())
+    except AnsorError:  # split input or text the tool reports on later: read the archive if one is there
+        return True
     return any(op.name == "util.global" and "initial_value" in op.attributes
                and parameter_scope(op.attributes["initial_value"]) == scope for op in ops_of(module.body))
 

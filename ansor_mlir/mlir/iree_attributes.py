@@ -25,7 +25,7 @@ CPU_PIPELINES = {
 }
 _LOWERING_CONFIG = "#iree_cpu.lowering_config<"
 _EXECUTABLE_TARGET = "#hal.executable.target<"
-_NAMED_PARAMETER = "#flow.parameter.named<"
+NAMED_PARAMETER = "#flow.parameter.named<"
 
 
 def cpu_pipeline(translation_info: ir.Attribute) -> str | None:
@@ -67,9 +67,9 @@ def executable_target_config(target: ir.Attribute) -> ir.DictAttr | None:
 def parameter_scope(value: ir.Attribute) -> str | None:
     """The archive scope a `#flow.parameter.named<"scope"::"key">` value reads from, or None for any other."""
     text = str(value)
-    if not text.startswith(_NAMED_PARAMETER) or "::" not in text:
+    if not text.startswith(NAMED_PARAMETER) or "::" not in text:
         return None
-    scope = ir.Attribute.parse(text[len(_NAMED_PARAMETER):text.index("::")], value.context)
+    scope = ir.Attribute.parse(text[len(NAMED_PARAMETER):text.index("::")], value.context)
     return ir.StringAttr(scope).value if isinstance(scope, ir.StringAttr) else None
 
 
