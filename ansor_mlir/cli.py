@@ -36,7 +36,7 @@ from ansor_mlir.core.target import Target, parse_target
 from ansor_mlir.database.records import FORMAT_VERSION, producer_versions
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.model_source import ModelSource, is_model_reference, reads_parameters
-from ansor_mlir.mlir.iree_compiler import flow_level_flags, tuning_spec_flags
+from ansor_mlir.mlir.iree_compiler import flow_level_flags, tuning_spec_flags, winograd_flags
 from ansor_mlir.mlir.vm_invoke import module_is_async
 from ansor_mlir.passes.diagnostics import Diagnostic, LocatedError, expectations, verify
 from ansor_mlir.passes.pass_options import PASSES, PassInvocation, parse_options, parse_pipeline, passes_help
@@ -356,7 +356,8 @@ def program_notes(output: str, text: str, source: Input, invocations: list[PassI
     inputs = entry.input_types or given.input_types
     path = "OUT.mlir" if output == "-" else output
     vmfb = str(Path(path).with_suffix(".vmfb"))
-    flags = [*target.codegen_flags(), *flow_level_flags(text)] if flow else target.compile_flags()
+    program_flags = [*target.compile_flags(), *winograd_flags(text)]
+    flags = [*target.codegen_flags(), *flow_level_flags(text)] if flow else program_flags
     threaded = dataclasses.replace(target, threads=max(2, target.threads))
     weights = str(source.weights) if source.weights else None
     unnamed = weights is None and reads_parameters(text, path)

@@ -31,6 +31,8 @@ from ansor_mlir.frontend.reciprocal_division import NAME as RECIPROCAL_DIVISION
 from ansor_mlir.frontend.reciprocal_division import divide_by_reciprocals
 from ansor_mlir.frontend.shared_subexpressions import NAME as SHARED_SUBEXPRESSIONS
 from ansor_mlir.frontend.shared_subexpressions import share_subexpressions
+from ansor_mlir.frontend.winograd import NAME as WINOGRAD
+from ansor_mlir.frontend.winograd import convert_to_winograd
 from ansor_mlir.mlir.context import new_context, parse_module
 
 # name -> rewrite of a module in place, returning how many ops it rewrote.
@@ -38,6 +40,7 @@ REWRITES: dict[str, Callable[[ir.Module], int]] = {
     PHASE_DECOMPOSITION: decompose_transposed_convolutions,
     CHANNELS_LAST: convert_to_channels_last,
     BORDER_SPLIT: split_padded_borders,
+    WINOGRAD: convert_to_winograd,
     PAD_FUSION: fuse_pads_into_window_ops,
     CONV1D_PAD_FUSION: fuse_pads_into_1d_convolutions,
     SHARED_SUBEXPRESSIONS: share_subexpressions,
@@ -53,7 +56,8 @@ SEPARATOR = "+"
 # `--iree-flow-enable-pad-handling`
 # (`mlir.iree_compiler`); border split splits no op pad fusion wrapped. Shared subexpressions reads generics only
 # (a softmax written with its `exp` in two of them), which none of the others make or change. Reciprocal division
-# is opt-in too (it rounds differently from the division it replaces, `frontend/reciprocal_division.py`).
+# is opt-in too (it rounds differently from the division it replaces, `frontend/reciprocal_division.py`), and so
+# is Winograd (`frontend/winograd.py`), after channels-last, whose NHWC convolutions it converts.
 DEFAULT_REWRITES = SEPARATOR.join((PHASE_DECOMPOSITION, CHANNELS_LAST, BORDER_SPLIT, SHARED_SUBEXPRESSIONS))
 
 

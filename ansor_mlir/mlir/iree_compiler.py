@@ -85,6 +85,7 @@ def first_error_line(stderr: str) -> str:
 
 def compile_to_phase(mlir: str, flags: list[str], phase: str, what: str) -> str:
     """Compile MLIR text up to an IREE phase (e.g. `flow`) and return the text."""
+    flags = [*flags, *winograd_flags(mlir)]
     result = run_tool("iree-compile", [*flags, f"--compile-to={phase}", "-"], stdin=mlir.encode())
     if not result.ok:
         raise AnsorError(f"{what}: IREE could not compile it: {first_error_line(result.stderr)}")
@@ -95,6 +96,19 @@ def compile_to_phase(mlir: str, flags: list[str], phase: str, what: str) -> str:
 # turns a pad that a dispatch region fused into a convolution (`frontend.pad_fusion`) into a fill and an
 # insert_slice that the convolution's tiling cannot take ("large vector sizes"). Native pad handling keeps it.
 FLOW_PAD_FLAG = "--iree-flow-enable-pad-handling"
+
+
+# A program holding a Winograd filter transform (`frontend.winograd`, which marks it) is built with this flag: IREE
+# hoists (and evaluates once) only constant expressions that grow their input by less than its threshold (1 MiB by
+# default), and a transformed filter is 64/9 the size of its weights. The rewrite's choice of convolutions bounds
+# the growth.
+WINOGRAD_HOIST_FLAG = "--iree-opt-const-expr-max-size-increase-threshold=4294967296"
+WINOGRAD_FILTER_MARK = "ansor.winograd_filter"
+
+
+def winograd_flags(mlir: str) -> list[str]:
+    """Flags a program needs to build as the Winograd rewrite meant it: its filter transforms hoisted."""
+    return [WINOGRAD_HOIST_FLAG] if WINOGRAD_FILTER_MARK in mlir else []
 
 
 def tuning_spec_flags(spec: Path | str) -> list[str]:
@@ -120,7 +134,7 @@ def compile_vmfb(
     memory_bytes: int = DEFAULT_MEMORY_BYTES,
 ) -> ToolResult:
     """Compile MLIR text to a VM flatbuffer at `out_path`."""
-    flags = [*flags, *flow_level_flags(mlir)]
+    flags = [*flags, *flow_level_flags(mlir), *winograd_flags(mlir)]
     with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
         f.write(mlir)
         src = f.name
