@@ -8,7 +8,7 @@ import pytest
 
 from ansor_mlir.core.target import Target
 from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, SEPARATOR, parse_rewrites, rewrite_program
-from ansor_mlir.frontend.winograd import NAME
+from ansor_mlir.frontend.winograd import NAME, transform_matrices
 from ansor_mlir.measure.compare import load_function
 from ansor_mlir.mlir.iree_compiler import (
     WINOGRAD_FILTER_MARK,
@@ -57,6 +57,14 @@ def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def weights(channels: int) -> np.ndarray:
     return np.random.default_rng(1).standard_normal((3, 3, channels, channels)).astype(np.float32)
+
+
+def test_transform_matrices_compute_a_6x6_tile_of_a_3x3_correlation():
+    at, g, bt = transform_matrices()
+    rng = np.random.default_rng(0)
+    tile, taps = rng.standard_normal((8, 8)), rng.standard_normal((3, 3))
+    direct = [[(tile[i:i + 3, j:j + 3] * taps).sum() for j in range(6)] for i in range(6)]
+    np.testing.assert_allclose(at @ ((g @ taps @ g.T) * (bt @ tile @ bt.T)) @ at.T, direct, atol=1e-12)
 
 
 def test_the_rewrite_is_named_and_opt_in():
