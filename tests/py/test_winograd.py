@@ -21,8 +21,9 @@ from ansor_mlir.mlir.iree_compiler import (
 WITH_WINOGRAD = SEPARATOR.join((DEFAULT_REWRITES, NAME))
 
 
-def conv(size: int, channels: int, stride: int = 1, weights: np.ndarray | None = None) -> str:
-    """A padded 3x3 NHWC convolution and ReLU; the filter is a constant, or the function's second argument."""
+def conv(size: int, channels: int, stride: int = 1, weights: np.ndarray | None = None, init: float = 0.0) -> str:
+    """A padded 3x3 NHWC convolution accumulating into `init` (a bias), and ReLU; the filter is a constant, or
+    the function's second argument."""
     out = (size + 2 - 3) // stride + 1
     x, p = f"1x{size}x{size}x{channels}xf32", f"1x{size + 2}x{size + 2}x{channels}xf32"
     y = f"1x{out}x{out}x{channels}xf32"
@@ -33,12 +34,13 @@ def conv(size: int, channels: int, stride: int = 1, weights: np.ndarray | None =
         header = f"%x: tensor<{x}>"
         filt = f'  %w = arith.constant dense<"0x{weights.tobytes().hex().upper()}"> : tensor<{w}>\n'
     return (
-        f"func.func @main({header}) -> tensor<{y}> {{\n  %zero = arith.constant 0.0 : f32\n{filt}"
+        f"func.func @main({header}) -> tensor<{y}> {{\n  %zero = arith.constant 0.0 : f32\n"
+        f"  %init = arith.constant {init!r} : f32\n{filt}"
         f"  %p = tensor.pad %x low[0, 1, 1, 0] high[0, 1, 1, 0] {{\n"
         f"  ^bb0(%a: index, %b: index, %c: index, %d: index):\n"
         f"    tensor.yield %zero : f32\n  }} : tensor<{x}> to tensor<{p}>\n"
         f"  %e = tensor.empty() : tensor<{y}>\n"
-        f"  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<{y}>) -> tensor<{y}>\n"
+        f"  %f = linalg.fill ins(%init : f32) outs(%e : tensor<{y}>) -> tensor<{y}>\n"
         f"  %r = linalg.conv_2d_nhwc_hwcf {{dilations = dense<1> : tensor<2xi64>, strides = dense<{stride}> : "
         f"tensor<2xi64>}} ins(%p, %w : tensor<{p}>, tensor<{w}>) outs(%f : tensor<{y}>) -> tensor<{y}>\n"
         f"  %relu = linalg.generic {{indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>, "
@@ -48,11 +50,11 @@ def conv(size: int, channels: int, stride: int = 1, weights: np.ndarray | None =
         f"  return %relu : tensor<{y}>\n}}\n")
 
 
-def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def reference(x: np.ndarray, w: np.ndarray, init: float = 0.0) -> np.ndarray:
     padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
     h, wd = x.shape[1], x.shape[2]
     out = sum(np.einsum("nhwc,ck->nhwk", padded[:, i:i + h, j:j + wd, :], w[i, j]) for i in range(3) for j in range(3))
-    return np.maximum(out, 0.0)
+    return np.maximum(out + init, 0.0)
 
 
 def weights(channels: int) -> np.ndarray:
@@ -81,9 +83,10 @@ def test_convolutions_winograd_does_not_repay_are_left(program):
     assert rewrite_program(program, (NAME,), "test").text == program
 
 
-def test_converted_program_builds_with_the_filter_transformed_once_and_matches_the_direct_convolution(tmp_path):
+@pytest.mark.parametrize("init", [0.0, 0.5], ids=["zeros", "bias"])
+def test_converted_program_builds_with_the_filter_transformed_once_and_matches_the_direct_convolution(init, tmp_path):
     w = weights(8)
-    program = conv(28, 8, weights=w)
+    program = conv(28, 8, weights=w, init=init)
     changed = rewrite_program(program, (NAME,), "test")
     assert changed.applied == ((NAME, 1),)
     assert "linalg.batch_matmul" in changed.text and "linalg.conv_2d_nhwc_hwcf" not in changed.text
@@ -95,4 +98,4 @@ def test_converted_program_builds_with_the_filter_transformed_once_and_matches_t
     assert built.ok, built.stderr[-2000:]
     fn, _ = load_function(tmp_path / "winograd.vmfb", "main")
     x = np.random.default_rng(2).standard_normal((1, 28, 28, 8)).astype(np.float32)
-    np.testing.assert_allclose(np.asarray(fn(x)), reference(x, w), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(fn(x)), reference(x, w, init), rtol=1e-3, atol=1e-3)
