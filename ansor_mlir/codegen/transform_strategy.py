@@ -63,6 +63,12 @@ VECTORIZE_PADS_PASS = "iree-codegen-vectorize-tensor-pad"
 # a whole `WxC` plane, several times slower (docs/reports/measurement_fidelity.md). The strategy folds them first,
 # so both flows see one IR (on a flow-level module the pass changes nothing).
 FOLD_UNIT_DIMS_PASS = "iree-dispatch-creation-fold-unit-extent-dims-for-func"
+# A dispatch that stores its result into part of its output (a consumer's pad folded into the store: offsets into a
+# larger binding) reaches the strategy with an `iree_linalg_ext.map_store` after the root, where IREE could not fold
+# the unit batch dimension it added at codegen into the store. Left there, the map_store reads the whole result, so
+# bufferization puts all of it on the stack (3.2 MB for ResNet's first convolution, over IREE's 32 KiB limit).
+# IREE's own pass moves it into the workgroup loop's terminator, each workgroup storing its own tile.
+COMBINE_RESULT_LAYOUT_PASS = "iree-codegen-combine-result-layout-transformation"
 # Linalg ops a strategy tiles as they are. A named op with windowed inputs (a named convolution or pooling)
 # vectorizes only as a 1-D convolution: it becomes a generic first, which the vectorizer takes once its unit
 # window loops fold away (a decomposed sketch specializes it back).
@@ -232,6 +238,10 @@ def _bufferize(e: Emission) -> None:
     becomes the bufferized function."""
     s = e.script
     assert e.func is not None
+    if e.task.stores_into_slice:
+        with named("lfunc"):
+            e.func = transform.ApplyRegisteredPassOp(any_op(), e.func, COMBINE_RESULT_LAYOUT_PASS,
+                                                     options={"scope": "workgroup"}).result
     s.iree("transform.iree.eliminate_empty_tensors", e.module)
     with named("bfunc"):
         (bfunc,) = s.iree("transform.iree.bufferize", e.func, results=1)

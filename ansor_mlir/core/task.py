@@ -165,6 +165,12 @@ class Task:
         workgroup tile, whose padded input is then a stack buffer."""
         return "tensor.pad" in self.func_text
 
+    @property
+    def stores_into_slice(self) -> bool:
+        """The dispatch stores its result into part of an output (a consumer's pad folded into the store, which
+        task extraction rebuilds as an `insert_slice` into zeros)."""
+        return "tensor.insert_slice" in self.func_text
+
     def with_weight(self, weight: int) -> Task:
         return Task(**{**self.__dict__, "weight": weight})
 
