@@ -257,6 +257,29 @@ def prepare_tvm(workload: Workload, inputs: list[np.ndarray], settings: Settings
                     note=f"mcpu={_tvm_cpu()}")
 
 
+def prepare_halide(workload: Workload, inputs: list[np.ndarray], settings: Settings) -> Prepared:
+    """Halide's Adams2019 autoscheduler: one search by its cost model, no measurements, then a JIT build."""
+    try:
+        import halide
+
+        from ansor_bench.halide_ops import EXPRESSIONS, halide_op
+    except ImportError as exc:
+        raise Unavailable("skipped", f"Halide not installed (pip install -e '.[bench]'): {exc}") from None
+    if workload.name not in EXPRESSIONS:
+        raise Unavailable("skipped", f"no Halide expression for {workload.name} (ansor_bench/halide_ops.py "
+                                     f"expresses {', '.join(EXPRESSIONS)})")
+    start = time.perf_counter()
+    try:
+        op = halide_op(workload.name, op_args(workload), inputs, workload.output_shapes[0], settings.threads)
+    except FileNotFoundError as exc:
+        raise Unavailable("skipped", str(exc)) from None
+    except halide.HalideError as exc:
+        raise Unavailable("failed", f"Halide: {str(exc).strip().splitlines()[-1][:300]}") from None
+    return Prepared(op.call, op.fetch, time.perf_counter() - start, trials=0,
+                    note=f"{op.autoschedule_s:.3g} s autoscheduling (parallelism={settings.threads}), "
+                         f"{op.compile_s:.2f} s JIT; target {op.target}")
+
+
 def _tvm_cpu() -> str:
     from tvm.target import codegen
 
@@ -274,6 +297,7 @@ CONTENDERS: dict[str, Contender] = {
         Contender("torch", "PyTorch", prepare_torch),
         Contender("numpy", "numpy", prepare_numpy),
         Contender("tvm", "TVM MetaSchedule", prepare_tvm),
+        Contender("halide", "Halide Adams2019", prepare_halide),
     )
 }
 

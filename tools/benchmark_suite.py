@@ -1,4 +1,4 @@
-"""Benchmark the Ansor paper suite (batch 1, one thread): ansor-mlir tuned vs IREE, PyTorch, numpy, TVM.
+"""Benchmark the Ansor paper suite (batch 1, one thread): ansor-mlir tuned vs IREE, PyTorch, numpy, TVM, Halide.
 
     python tools/benchmark_suite.py --shapes first --trials 32 --docs docs/reports/benchmarks.md
     python tools/benchmark_suite.py --quick --ops GMM --contenders iree,numpy   # smoke run
@@ -47,8 +47,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=32, help="ansor-mlir trials per task")
     p.add_argument("--tvm-trials", type=int, default=None, help="TVM MetaSchedule trials per op (default: --trials)")
     p.add_argument("--contenders", default="",
-                   help="comma-separated keys: ansor,iree,iree-rw,iree-dt,iree-uk,torch,numpy,tvm "
-                        "(iree-rw: IREE default on the program after ansor-mlir's program rewrites)")
+                   help="comma-separated keys: ansor,iree,iree-rw,iree-dt,iree-uk,torch,numpy,tvm,halide "
+                        "(iree-rw: IREE default on the program after ansor-mlir's program rewrites; "
+                        "halide: Halide's Adams2019 autoscheduler)")
     p.add_argument("--quick", action="store_true", help="smoke run: fewer timing rounds, quick roofline")
     p.add_argument("--rounds", type=int, default=None,
                    help="alternating timing rounds (default 40: longer than the host's phases, see "
@@ -58,7 +59,7 @@ def parser() -> argparse.ArgumentParser:
                    help="also write this markdown report (e.g. docs/reports/benchmarks.md)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
-                   help="threads of every contender: IREE's task workers, PyTorch, BLAS, TVM (default 1)")
+                   help="threads of every contender: IREE's task workers, PyTorch, BLAS, TVM, Halide (default 1)")
     p.add_argument("--rewrites", default=None,
                    help="ansor-mlir's program rewrites (its rewrites= option; default: its default set), e.g. "
                         "phase-decomposition+channels-last+pad-fusion")
