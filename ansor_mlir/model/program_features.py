@@ -30,11 +30,10 @@ from ansor_mlir.core.schedule import Candidate, ChoiceKnob, Family, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.model.feature_extractor import FeatureMatrix
-from ansor_mlir.space.dag import output_dims
 from ansor_mlir.space.decisions import CACHE_WRITE, FUSION, LOWERING, REDUCTION_LOWERING
 from ansor_mlir.space.limits import limits
 from ansor_mlir.space.resolve import resolve
-from ansor_mlir.space.resolved import Resolved
+from ansor_mlir.space.resolved import Resolved, workgroup_stack_bytes
 
 # Version 1: the first program features. Version 2: the work estimates (`est_*`). Version 3: no vector estimate
 # for IREE pipelines.
@@ -146,16 +145,6 @@ def _access(amap: AffineMap | None, vector: int | None) -> tuple[float, float, f
     contiguous = last is not None and last.dims() == (vector,) and last.coefficient(vector) == 1
     inner_elsewhere = any(vector in e.dims() for e in amap.results[:-1])
     return (0.0, 1.0, 0.0) if contiguous and not inner_elsewhere else (0.0, 0.0, 1.0)
-
-
-def _stack_bytes(resolved: Resolved, elem: int) -> int:
-    """A workgroup's stack buffers as a transform strategy allocates them (the `StackLimit` check's estimate)."""
-    root = resolved.root
-    wg_output = resolved.workgroup_output_elements
-    whole = wg_output == prod(root.extents[d] if d is not None else 1 for d in output_dims(root))
-    after_root = bool(resolved.dag.consumers) and not resolved.consumers_inner
-    stack = wg_output * elem if after_root or whole else 0
-    return stack + resolved.step_stack_bytes + resolved.padded_input_bytes
 
 
 def _largest_vector(resolved: Resolved, elem: int) -> int:
@@ -285,7 +274,7 @@ def program_features(task: Task, sketch: Sketch, candidate: Candidate, target: T
              par_traffic_ratio=_lg(wg_touched / max(1, static.compulsory_bytes)))
 
     limit = limits(target)
-    stack = _stack_bytes(resolved, elem) if strategy else 0
+    stack = workgroup_stack_bytes(resolved, elem, task.stores_into_slice) if strategy else 0
     largest = _largest_vector(resolved, elem) if strategy else 0
     f.update(alloc_stack_bytes=_lg(stack), alloc_stack_share=stack / limit.stack_bytes,
              alloc_stack_over=float(stack > limit.stack_bytes), alloc_vector_max_bytes=_lg(largest),

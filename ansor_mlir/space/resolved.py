@@ -223,3 +223,18 @@ def has_interior_unit_dim(tile: tuple[int, ...]) -> bool:
     """
     first = next((i for i, size in enumerate(tile) if size > 1), len(tile))
     return any(size == 1 for size in tile[first:])
+
+
+def workgroup_stack_bytes(resolved: Resolved, element_bytes: int, stores_into_slice: bool) -> int:
+    """A workgroup's stack buffers as a transform strategy allocates them: the root's workgroup output when
+    consumers run after the root, when one workgroup covers the whole output (the one-iteration forall folds away
+    and the output tile is allocated) or when the dispatch stores into part of its output (its `map_store` writes
+    each workgroup's result tile from a stack buffer); the buffers the steps add (packed and im2col panels) and a
+    padded input tile."""
+    root = resolved.root
+    assert resolved.dag is not None
+    wg_output = resolved.workgroup_output_elements
+    whole = wg_output == prod(root.extents[d] if d is not None else 1 for d in output_dims(root))
+    after_root = bool(resolved.dag.consumers) and not resolved.consumers_inner
+    stack = wg_output * element_bytes if after_root or whole or stores_into_slice else 0
+    return stack + resolved.step_stack_bytes + resolved.padded_input_bytes

@@ -19,7 +19,7 @@ from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
 from ansor_mlir.space.dag import output_dims
 from ansor_mlir.space.limits import Limits, limits
-from ansor_mlir.space.resolved import Resolved, has_interior_unit_dim
+from ansor_mlir.space.resolved import Resolved, has_interior_unit_dim, workgroup_stack_bytes
 
 Resolver = Callable[[Sketch, Candidate, Task], Resolved]
 
@@ -114,20 +114,11 @@ class WholeVectors:
 
 @dataclass(frozen=True)
 class StackLimit:
-    """A workgroup's stack buffers fit IREE's stack limit: the root's workgroup output when consumers run after
-    the root or when one workgroup covers the whole output (the one-iteration forall folds away and the output
-    tile is allocated: 3 MiB for ConvLayer's 112x112x64, IREE's limit is 32 KiB), the buffers the steps add
-    (packed and im2col panels, `Resolved.step_stack_bytes`) and a padded input tile."""
+    """A workgroup's stack buffers fit IREE's stack limit (`workgroup_stack_bytes`: 3 MiB for ConvLayer's
+    112x112x64 output tile where one workgroup covers it; IREE's limit is 32 KiB)."""
 
     def __call__(self, ctx: CheckContext) -> bool:
-        resolved = ctx.resolved
-        root = resolved.root
-        assert resolved.dag is not None
-        wg_output = resolved.workgroup_output_elements
-        whole = wg_output == prod(root.extents[d] if d is not None else 1 for d in output_dims(root))
-        after_root = bool(resolved.dag.consumers) and not resolved.consumers_inner
-        stack = wg_output * ctx.element_bytes if after_root or whole else 0
-        stack += resolved.step_stack_bytes + resolved.padded_input_bytes
+        stack = workgroup_stack_bytes(ctx.resolved, ctx.element_bytes, ctx.task.stores_into_slice)
         return stack <= ctx.limits.stack_bytes
 
 
