@@ -153,6 +153,9 @@ class Task:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The dispatch's linalg ops as IREE codegen sees them (for transform strategies).
     codegen_ops: tuple[LinalgOpInfo, ...] = field(default_factory=tuple)
+    # The dispatch stores a result into part of an output (a consumer's pad folded into the store, which task
+    # extraction rebuilds as an `insert_slice` into zeros).
+    stores_into_slice: bool = False
 
     @property
     def tunable(self) -> bool:
@@ -164,12 +167,6 @@ class Task:
         """The dispatch pads an input itself (`frontend.pad_fusion`): strategies fuse the pad into the
         workgroup tile, whose padded input is then a stack buffer."""
         return "tensor.pad" in self.func_text
-
-    @property
-    def stores_into_slice(self) -> bool:
-        """The dispatch stores its result into part of an output (a consumer's pad folded into the store, which
-        task extraction rebuilds as an `insert_slice` into zeros)."""
-        return "tensor.insert_slice" in self.func_text
 
     def with_weight(self, weight: int) -> Task:
         return Task(**{**self.__dict__, "weight": weight})

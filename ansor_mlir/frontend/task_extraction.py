@@ -294,6 +294,7 @@ def task_from_dispatch(
     key, canonical, input_types, output_types = dispatch
     module = ir.Module.parse(canonical, ctx)
     task_func = module.body.operations[0].operation
+    stores_into_slice = _returns_inserted_slices(task_func)
     all_linalg = [op for op in ops_of(task_func.regions[0].blocks[0]) if op.name.startswith("linalg.")]
     structures = generalized_ops(canonical)
     if any(structure is None for structure in structures):
@@ -334,7 +335,23 @@ def task_from_dispatch(
         default_config=default_config,
         notes=notes,
         codegen_ops=codegen_ops,
+        stores_into_slice=stores_into_slice,
     )
+
+
+def _returns_inserted_slices(func: ir.Operation) -> bool:
+    """Whether the function returns a `tensor.insert_slice` into a fill: a store into part of an output (`_insert`)."""
+    returned = ops_of(func.regions[0].blocks[0])[-1]
+    owners = [value.owner for value in returned.operands]
+    owners = [o.operation if isinstance(o, ir.OpView) else o for o in owners]
+    return any(isinstance(o, ir.Operation) and o.name == "tensor.insert_slice"
+               and _owner_name(o.operands[1]) == "linalg.fill" for o in owners)
+
+
+def _owner_name(value: ir.Value) -> str:
+    owner = value.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    return owner.name if isinstance(owner, ir.Operation) else ""
 
 
 def generalized_ops(func_text: str) -> list[dict | None]:

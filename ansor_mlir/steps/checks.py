@@ -17,7 +17,7 @@ from typing import Protocol
 from ansor_mlir.core.schedule import Candidate, Sketch
 from ansor_mlir.core.target import Target
 from ansor_mlir.core.task import Task
-from ansor_mlir.space.dag import output_dims
+from ansor_mlir.space.dag import output_dims, read_through_window
 from ansor_mlir.space.limits import Limits, limits
 from ansor_mlir.space.resolved import Resolved, has_interior_unit_dim, workgroup_stack_bytes
 
@@ -123,6 +123,22 @@ class StackLimit:
 
 
 @dataclass(frozen=True)
+class PaddedWindowsSplit:
+    """A dispatch that pads its own input splits a window dimension across workgroups: a workgroup tile spanning
+    every padded window dimension whole failed to bufferize ("incompatible buffer types on then/else branches",
+    IREE 3.13: a 14x14 depthwise convolution's 14x14x16 workgroup tile on znver3)."""
+
+    def __call__(self, ctx: CheckContext) -> bool:
+        if not ctx.task.pads_input:
+            return True
+        resolved = ctx.resolved
+        root, wg = resolved.root, resolved.level_tiles()["wg"]
+        windows = [d for d, kind in enumerate(root.iterator_types)
+                   if kind == "parallel" and read_through_window(root, d)]
+        return not windows or any(wg[d] < resolved.extents[d] for d in windows)
+
+
+@dataclass(frozen=True)
 class InteriorUnitDims:
     """No vectorized op's output tile has an interior unit dimension (`has_interior_unit_dim`): folding unit
     dims turns such a tile's write into wrong answers (IREE 3.13)."""
@@ -133,4 +149,4 @@ class InteriorUnitDims:
 
 # The register-tile checks of every CPU multi-level tiling, in the order they are cheapest to fail.
 REGISTER_TILE_CHECKS: tuple[Check, ...] = (AccumulatorLimit(), VectorSizeLimit(), ConsumerVectorLimit(),
-                                           WholeVectors(), StackLimit(), InteriorUnitDims())
+                                           WholeVectors(), StackLimit(), PaddedWindowsSplit(), InteriorUnitDims())
