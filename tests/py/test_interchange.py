@@ -38,8 +38,9 @@ def values_for(sketch: Sketch, **given: tuple[int, ...]) -> dict[str, tuple[int,
 
 
 # Cache tiles of both parallel loops below their workgroup tiles, K whole in the cache tile: the root's parallel
-# tiles come before its reduction tiles, so a lone fill is fused with them (`fused_fill`).
-TILES = {"d0": (32, 16, 8), "d1": (96, 32, 32), "d2": (128, 1), "consumer_fusion": (1,)}
+# tiles come before its reduction tiles, so a lone fill is fused with them (`fused_fill`). The 4x16 register tile
+# (8 accumulators of 8 lanes, or 4 of 16) fits every x86 target's registers.
+TILES = {"d0": (32, 16, 4), "d1": (96, 32, 16), "d2": (128, 1), "consumer_fusion": (1,)}
 
 
 def test_the_rule_derives_an_interchanged_copy_of_the_plain_cached_sketch():
@@ -75,7 +76,7 @@ def test_the_check_rejects_orders_that_change_nothing():
     _, task = mm_task(target)
     sketch = interchange_sketch(task, target)
     moved = values_for(sketch, **TILES)
-    one_loop = {**moved, "d1": (96, 96, 32)}  # d1's cache tile is its workgroup tile: not re-tiled at that level
+    one_loop = {**moved, "d1": (96, 96, 16)}  # d1's cache tile is its workgroup tile: not re-tiled at that level
     inner = {**moved, "consumer_fusion": (0,)}  # the consumer chain is tiled at the cache level, not the root
     check = InterchangeMovesLoops()
     assert check(CheckContext(sketch, moved, task, target, resolve))
