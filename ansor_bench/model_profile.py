@@ -506,15 +506,17 @@ class Build:
     text: str
 
 
-def builds(source, target: Target, log: Path | None = None) -> list[Build]:
-    """IREE's default (the model as imported), ansor-mlir's program rewrites with IREE's configurations, and,
-    given a log, the tuned program: what `ansor_mlir.compile` builds for each."""
+def builds(source, target: Target, log: Path | None = None, rewrites: str = "") -> list[Build]:
+    """IREE's default (the model as imported), ansor-mlir's program rewrites (`rewrites`, else the default ones)
+    with IREE's configurations, and, given a log tuned with those rewrites, the tuned program: what
+    `ansor_mlir.compile` builds for each."""
     from ansor_mlir import api
     from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES, NO_REWRITES
 
-    wanted = [("iree_default", None, NO_REWRITES), ("rewritten", None, DEFAULT_REWRITES)]
+    rewrites = rewrites or DEFAULT_REWRITES
+    wanted = [("iree_default", None, NO_REWRITES), ("rewritten", None, rewrites)]
     if log is not None:
-        wanted.append(("tuned", log, DEFAULT_REWRITES))
+        wanted.append(("tuned", log, rewrites))
     return [Build(label, api.compile(source, target, records, rewrites=rewrites),
                   built_text(source, target, records, rewrites)) for label, records, rewrites in wanted]
 
@@ -531,14 +533,15 @@ def peak_kernel(workdir: Path):
 
 def profile_model(name: str, source, onnx_path: Path, inputs: Sequence[np.ndarray], target: Target,
                   log: Path | None, workdir: Path, iterations: int = 5, rounds: int = 5, ort_runs: int = 10,
-                  min_round_s: float = 0.2) -> ModelProfile:
-    """Build, check, time and profile one model (`source`, imported from `onnx_path`) on `target`'s threads."""
+                  min_round_s: float = 0.2, rewrites: str = "") -> ModelProfile:
+    """Build, check, time and profile one model (`source`, imported from `onnx_path`) on `target`'s threads,
+    with `rewrites` (default: the default program rewrites)."""
     import onnxruntime as ort
 
     from ansor_bench.timing import mismatch
     from ansor_mlir.measure.vm_call import timed_call
 
-    built = builds(source, target, log)
+    built = builds(source, target, log, rewrites)
     options = ort.SessionOptions()
     options.intra_op_num_threads = target.threads
     options.inter_op_num_threads = 1

@@ -203,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", default="1", help="comma-separated thread counts (default 1)")
     parser.add_argument("--log", action="append", default=[], metavar="NAME=LOG",
                         help="a tuning log for one model: also profile its tuned build (repeatable)")
+    parser.add_argument("--rewrites", default="",
+                        help="program rewrites the logs were tuned with, as ansor-compile --rewrites takes them "
+                             "(default: the default rewrites)")
     parser.add_argument("--iterations", type=int, default=5, help="profiled calls of each build (default 5)")
     parser.add_argument("--rounds", type=int, default=5, help="alternated timing rounds (default 5)")
     parser.add_argument("--ort-runs", type=int, default=10, help="profiled onnxruntime runs (default 10)")
@@ -252,7 +255,7 @@ def run(models: list[str], threads: list[int], logs: dict[str, str], args, resul
             print(f"{name} at {count} thread(s){'' if log is None else f', tuned with {log}'}", flush=True)
             profile = profile_model(name, source, onnx_path, model_inputs(model, onnx_path), target, log,
                                     args.work / f"{name}_t{count}", args.iterations, args.rounds, args.ort_runs,
-                                    args.min_round_s)
+                                    args.min_round_s, args.rewrites)
             with results.open("a") as out:
                 out.write(json.dumps(profile.to_json()) + "\n")
             print(model_markdown(profile), flush=True)

@@ -18,7 +18,8 @@ class ProgramCheck:
 
     The baseline is IREE's default build with the other tasks' choices accepted before (`others` of them;
     0: IREE's default build itself), so a task's gain is judged where it will run: dispatches IREE runs side
-    by side hide a faster one behind a slower one until that one is tuned too.
+    by side hide a faster one behind a slower one until that one is tuned too. Tasks whose gains are each
+    below the noise are judged `together`: one program with all their candidates, one verdict for each.
     """
 
     default_s: float
@@ -30,17 +31,20 @@ class ProgramCheck:
     accepted: bool
     reason: str = ""
     others: int = 0
+    together: int = 1  # tasks whose candidates this one program carried (1: this task's alone)
 
     def to_dict(self) -> dict:
-        return {"default_s": self.default_s, "tuned_s": self.tuned_s, "ratio_low": self.ratio_low,
+        data = {"default_s": self.default_s, "tuned_s": self.tuned_s, "ratio_low": self.ratio_low,
                 "ratio": self.ratio, "ratio_high": self.ratio_high, "rounds": self.rounds,
                 "accepted": self.accepted, "reason": self.reason, "others": self.others}
+        return data if self.together == 1 else {**data, "together": self.together}
 
     @staticmethod
     def from_dict(data: dict) -> ProgramCheck:
         return ProgramCheck(float(data["default_s"]), float(data["tuned_s"]), float(data["ratio_low"]),
                             float(data["ratio"]), float(data["ratio_high"]), int(data["rounds"]),
-                            bool(data["accepted"]), str(data.get("reason", "")), int(data.get("others", 0)))
+                            bool(data["accepted"]), str(data.get("reason", "")), int(data.get("others", 0)),
+                            int(data.get("together", 1)))
 
 
 def program_from_dict(data: object) -> ProgramCheck:
@@ -54,4 +58,6 @@ def program_from_dict(data: object) -> ProgramCheck:
         read_field(data, key, timed, untimed, "program.")
     read_field(data, "accepted", is_bool, "true or false", "program.")
     read_field(data, "reason", is_str, "a string", "program.", required=False)
+    read_field(data, "others", is_count, "a count", "program.", required=False)
+    read_field(data, "together", is_count, "a count", "program.", required=False)
     return ProgramCheck.from_dict(data)

@@ -14,6 +14,10 @@ and a model's weights, served at run time, go through
 their layout transforms once, when the program loads (IREE hoists them):
 re-entering IREE at the flow level instead ran them on every call, which
 slowed both programs and diluted every gain (on ResNet-50 no candidate won).
+Only candidates that beat IREE's default as tasks are checked. Tasks whose
+promised saving is each below the noise (`TOGETHER_SHARE` of the program's
+estimated time) are judged together, in one program with all their
+candidates (halved once when it loses), not one build and timing each.
 A candidate is accepted only when its program wins beyond the measured
 noise (`judge`); one whose median speedup clears the bar while its lower
 quartile does not (`inconclusive`) is timed for as many rounds again and
@@ -25,6 +29,7 @@ every candidate lost. Resuming skips candidates already checked.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +64,9 @@ MIN_ROUND_S = 0.05
 # device or rewrites wrongly (measured: docs/reports/measurement_fidelity.md).
 SPREAD_COMPARISONS = 3
 SPREAD_GAP_S = 1.0
+# A task promising to save less than this share of the program's estimated time cannot win beyond the noise on
+# its own: such tasks are judged together (`ProgramVerifier._together`).
+TOGETHER_SHARE = 2 * MIN_GAIN
 # A task gain at least this large that the whole program turns into a ratio at most this low is no noise: the
 # program's build (the tuning spec on the program's source) differs from the flow-level build the candidate was
 # measured as (one build folds a fused pad's unit dimension, the other does not), and the user is told why tuning
@@ -104,12 +112,14 @@ def program_inputs(text: str, what: str, seed: int) -> tuple[EntryPoint, tuple[b
 
 
 def to_verify(records: list[Record], result: TaskResult, target: Target, count: int) -> list[Record]:
-    """The task's `count` fastest correct non-default candidates that the program has not yet checked."""
+    """The task's `count` fastest correct non-default candidates that ran faster than IREE's default as tasks
+    (when it was measured) and that the program has not yet checked."""
     key = result.task.key
     mine = [r for r in records if r.task_key == key and for_target(r, target.key, target.fingerprint)]
     checked = {r.candidate.identity for r in mine if r.program is not None}
-    measured = sorted((r for r in mine if r.program is None and r.ok and not r.is_default and r.sketch is not None),
-                      key=lambda r: r.result.median_s)
+    default = min((r.result.median_s for r in mine if r.program is None and r.ok and r.is_default), default=math.inf)
+    measured = sorted((r for r in mine if r.program is None and r.ok and not r.is_default and r.sketch is not None
+                       and r.result.median_s < default), key=lambda r: r.result.median_s)
     picks: list[Record] = []
     for record in measured:
         if record.candidate.identity not in {p.candidate.identity for p in picks}:
@@ -231,6 +241,7 @@ class ProgramVerifier:
         smaller one is judged behind it. A task whose candidates all lost is checked once more at the end when
         other tasks' choices changed the program since: a slow untuned dispatch that IREE runs beside a task's
         hides that task's gain until it is tuned itself (measured: docs/reports/measurement_fidelity.md).
+        Tasks that each promise less than the noise are judged after the others, together (`_together`).
         """
         work = {r.task.key: to_verify(records, r, self.target, self.count) for r in results}
         if not any(work.values()):
@@ -259,12 +270,23 @@ class ProgramVerifier:
 
         order = sorted((r.task for r in results if work[r.task.key]),
                        key=lambda t: -expected_saving(t, work[t.key], records, self.target))
+        floor = TOGETHER_SHARE * estimated_program_s(results, records, self.target)
+        small = [t for t in order if expected_saving(t, work[t.key], records, self.target) < floor]
+        small = small if len(small) >= 2 else []
+        alone = [t for t in order if t not in small]
         lost: dict[str, dict[str, Record]] = {}
-        for task in order:
+        for task in alone:
             others, won = check(task)
             if won is None:
                 lost[task.key] = others
-        for task in order:
+        if small:
+            picks = {t.key: work[t.key][0] for t in small}
+            verdicts = self._together(picks, {k: r for k, r in chosen.items() if k not in picks}, programs, inputs,
+                                      program_s)
+            checks.extend(verdicts)
+            chosen.update({r.task_key: r for r in verdicts if r.program is not None and r.program.accepted})
+            programs.keep(chosen)
+        for task in alone:
             if task.key in lost and _identities(_without(chosen, task.key)) != _identities(lost[task.key]):
                 check(task)
         final = accepted_choices([*records, *checks], self.target, tasks)
@@ -285,6 +307,32 @@ class ProgramVerifier:
             rounds, limit = compare_budget(program_s, 2, self.rounds)
         compared = self._compare((default, tuned.program), inputs, rounds, limit)
         return replace(_verdict(compared, 1), others=len(chosen))
+
+    def _together(self, picks: dict[str, Record], chosen: dict[str, Record], programs: ProgramBuilds,
+                  inputs: tuple[bytes, ...], program_s: float | None, halve: bool = True) -> list[Record]:
+        """One verdict for tasks each too small to judge alone: the program with all their candidates (`picks`,
+        task key: record) against the program with the accepted choices (`chosen`). A losing set of two or
+        more is halved once and each half judged against the same baseline, so one candidate that loses in
+        the program does not sink the rest."""
+        baseline = programs.build(chosen)
+        tuned = programs.build({**chosen, **picks}).result()
+        base = baseline.result()
+        verdict = _set_verdict(base, tuned, len(chosen))
+        if verdict is None:
+            rounds, limit = self.rounds, None
+            if program_s is not None:
+                rounds, limit = compare_budget(program_s, 2, self.rounds)
+            compared = (base.program, tuned.program)
+            (verdict,) = judged(self._compare(compared, inputs, rounds, limit), 1,
+                                lambda _: self._compare(compared, inputs, rounds, limit))
+            verdict = replace(verdict, others=len(chosen))
+        if not verdict.accepted and halve and len(picks) >= 2:
+            keys = list(picks)
+            half = len(keys) // 2
+            return [*self._together({k: picks[k] for k in keys[:half]}, chosen, programs, inputs, program_s, False),
+                    *self._together({k: picks[k] for k in keys[half:]}, chosen, programs, inputs, program_s, False)]
+        verdict = replace(verdict, together=len(picks))
+        return [replace(record, program=verdict, timestamp=now()) for record in picks.values()]
 
     def _verify_task(
         self, task: Task, candidates: list[Record], others: dict[str, Record], programs: ProgramBuilds,
@@ -377,6 +425,16 @@ def _weighted(build: Future[BuildResult], with_weights: Callable[[BuiltProgram],
     return out
 
 
+def _set_verdict(base: BuildResult, tuned: BuildResult, others: int) -> ProgramCheck | None:
+    """The failed check of a pair of program builds where one did not build; None when both did."""
+    if not base.ok or base.program is None:
+        return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, "the program with the other tasks' choices did not "
+                            f"build: {base.message}", others)
+    if not tuned.ok or tuned.program is None:
+        return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, f"the program did not build: {tuned.message}", others)
+    return None
+
+
 @dataclass(frozen=True)
 class Verification:
     """What `ProgramVerifier.verify` found: the checks to append to the log, and the whole tuned program timed
@@ -415,6 +473,15 @@ def expected_saving(task: Task, candidates: list[Record], records: list[Record],
                 and r.program is None and for_target(r, target.key, target.fingerprint)]
     fastest = min(r.result.median_s for r in candidates)
     return task.weight * (min(defaults) - fastest) if defaults else 0.0
+
+
+def estimated_program_s(results: list[TaskResult], records: list[Record], target: Target) -> float:
+    """The program's time as its tasks measured it: per task, its weight times its fastest correct time."""
+    best: dict[str, float] = {}
+    for r in records:
+        if r.program is None and r.ok and for_target(r, target.key, target.fingerprint):
+            best[r.task_key] = min(best.get(r.task_key, math.inf), r.result.median_s)
+    return sum(r.task.weight * best[r.task.key] for r in results if r.task.key in best)
 
 
 def judged(compared: CompareResult, count: int,

@@ -254,3 +254,48 @@ def test_the_task_that_promises_to_save_the_most_is_checked_first(target):
     assert expected_saving(second, slow, records, target) == pytest.approx(2e-3)
     assert expected_saving(first.with_weight(3), fast, records, target) == pytest.approx(2.7e-3)
     assert expected_saving(first, fast, [], target) == 0.0  # no default measured: nothing known
+
+
+class _Comparisons(LocalRunner):
+    """A local runner that keeps how many programs each alternated comparison timed."""
+
+    def __init__(self, target) -> None:
+        super().__init__(target)
+        self.sizes: list[int] = []
+
+    def submit_compare(self, item):
+        self.sizes.append(len(item.programs))
+        return super().submit_compare(item)
+
+
+def test_tasks_too_small_to_judge_alone_are_judged_together(target):
+    """Two tasks whose candidates each promise 1% of IREE's default (under the noise) are built into one
+    program and timed against the program without them: one verdict for both, or, when it loses, one for
+    each half; a candidate slower than IREE's default as a task is not checked at all."""
+    first, second = extract_tasks(TWO_MATMULS, target, "two")
+    sketches = {t.key: next(s for s in generate_sketches(t, target) if s.family is Family.PIPELINE and s.knobs)
+                for t in (first, second)}
+    defaults = [_record(target, t, generate_sketches(t, target)[0], Candidate(t.key, 0, ()), 1e-3)
+                for t in (first, second)]
+    picks = [_record(target, t, sketches[t.key], sample_candidate(sketches[t.key], t, target, random.Random(0)),
+                     0.99e-3) for t in (first, second)]
+    results = [TaskResult(task=first), TaskResult(task=second)]
+    with LocalBuilder(target) as builder, _Comparisons(target) as runner:
+        checks = ProgramVerifier(target, builder, runner, count=2, rounds=5).verify(
+            TWO_MATMULS, "two", results, [*defaults, *picks]).checks
+    assert sorted(c.task_key for c in checks) == sorted((first.key, second.key))
+    assert runner.sizes[0] == 2  # the program with both candidates against the one with neither
+    one, two = (c.program for c in checks)
+    if one.together == 2:
+        assert one == two and one.rounds >= 5
+    else:  # it lost: each half (one task) judged on its own against the same baseline
+        assert len(runner.sizes) >= 3 and set(runner.sizes) == {2} and one.together == two.together == 1
+    assert "together" not in replace(one, together=1).to_dict()
+    assert ProgramCheck.from_dict(replace(one, together=2).to_dict()).together == 2
+
+    slower = [_record(target, t, sketches[t.key], p.candidate, 2e-3) for t, p in zip((first, second), picks,
+                                                                                     strict=True)]
+    with LocalBuilder(target) as builder, LocalRunner(target) as runner:
+        verification = ProgramVerifier(target, builder, runner).verify(TWO_MATMULS, "two", results,
+                                                                       [*defaults, *slower])
+    assert verification.checks == [] and verification.whole is None
