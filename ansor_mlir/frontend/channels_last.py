@@ -27,7 +27,7 @@ from collections.abc import Callable
 from iree.compiler import ir, passmanager
 from iree.compiler.dialects import linalg, tensor
 
-from ansor_mlir.mlir.context import walk
+from ansor_mlir.mlir.context import dense_ints, walk
 
 NAME = "channels-last"
 
@@ -70,8 +70,8 @@ def _is_strided_pointwise(op: ir.Operation) -> bool:
     if op.name != "linalg.conv_2d_nchw_fchw" or not _static(op) or "strides" not in op.attributes:
         return False
     w = ir.RankedTensorType(op.operands[1].type)
-    dilations_ok = "dilations" not in op.attributes or set(_ints(op.attributes["dilations"])) == {1}
-    return tuple(w.shape[2:]) == (1, 1) and set(_ints(op.attributes["strides"])) != {1} and dilations_ok
+    dilations_ok = "dilations" not in op.attributes or set(dense_ints(op.attributes["dilations"])) == {1}
+    return tuple(w.shape[2:]) == (1, 1) and set(dense_ints(op.attributes["strides"])) != {1} and dilations_ok
 
 
 def _slice_strided_pointwise(op: ir.Operation) -> None:
@@ -83,7 +83,7 @@ def _slice_strided_pointwise(op: ir.Operation) -> None:
     loop (measured: docs/reports/program_rewrites.md)."""
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
     out = ir.RankedTensorType(init.type)
-    strides = _ints(op.attributes["strides"])
+    strides = dense_ints(op.attributes["strides"])
     x_type = ir.RankedTensorType(x.type)
     sizes = [x_type.shape[0], x_type.shape[1], *out.shape[2:]]
     with ir.InsertionPoint(op), op.location:
@@ -92,10 +92,6 @@ def _slice_strided_pointwise(op: ir.Operation) -> None:
         result = linalg.conv_2d_nchw_fchw(sliced, w, outs=[init], strides=[1, 1], dilations=[1, 1])
     op.results[0].replace_all_uses_with(result)
     op.erase()
-
-
-def _ints(attr: ir.Attribute) -> list[int]:
-    return [int(v) for v in ir.DenseIntElementsAttr(attr)]
 
 
 def _per_channel_to_nhwc(op: ir.Operation) -> None:

@@ -26,7 +26,7 @@ from ansor_mlir.core.task import IreeConfig, LinalgOpInfo, RootOp, Task
 from ansor_mlir.errors import AnsorError
 from ansor_mlir.frontend.affine_maps import loop_structure
 from ansor_mlir.frontend.dispatch_regions import as_one_dispatch
-from ansor_mlir.mlir.context import ancestors, new_context, ops_of, parse_module, walk
+from ansor_mlir.mlir.context import ancestors, new_context, ops_of, parse_module, producer, walk
 from ansor_mlir.mlir.iree_attributes import cpu_lowering_levels, cpu_pipeline
 from ansor_mlir.mlir.iree_compiler import compile_to_phase, first_error_line, run_tool
 
@@ -349,9 +349,8 @@ def _returns_inserted_slices(func: ir.Operation) -> bool:
 
 
 def _owner_name(value: ir.Value) -> str:
-    owner = value.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    return owner.name if isinstance(owner, ir.Operation) else ""
+    owner = producer(value)
+    return owner.name if owner is not None else ""
 
 
 def generalized_ops(func_text: str) -> list[dict | None]:

@@ -35,7 +35,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg, tensor
 
 from ansor_mlir.frontend.tensor_ir import add_elementwise, is_zeros, pad_with_zeros
-from ansor_mlir.mlir.context import walk
+from ansor_mlir.mlir.context import dense_ints, producer, walk
 from ansor_mlir.mlir.iree_compiler import WINOGRAD_FILTER_MARK
 
 NAME = "winograd"
@@ -104,15 +104,14 @@ def _tiles(extent: int) -> int:
 
 
 def _unit_window(op: ir.Operation) -> bool:
-    return all(name not in op.attributes or {int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])} == {1}
+    return all(name not in op.attributes or set(dense_ints(op.attributes[name])) == {1}
                for name in ("strides", "dilations"))
 
 
 def _constant(value: ir.Value, depth: int = 4) -> bool:
     """Whether `value` is computed from constants or immutable globals alone (through transposes)."""
-    owner = value.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    if not isinstance(owner, ir.Operation) or owner.name not in CONSTANT_OPS or depth == 0:
+    owner = producer(value)
+    if owner is None or owner.name not in CONSTANT_OPS or depth == 0:
         return False
     if owner.name == "util.global.load":
         return "is_immutable" in owner.attributes

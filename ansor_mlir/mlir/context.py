@@ -171,6 +171,11 @@ def producer(value: ir.Value) -> ir.Operation | None:
     return owner.operation if isinstance(owner, ir.OpView) else owner if isinstance(owner, ir.Operation) else None
 
 
+def dense_ints(attr: ir.Attribute) -> list[int]:
+    """The integers of a dense integer attribute (a convolution's `strides`, `dilations`)."""
+    return [int(v) for v in ir.DenseIntElementsAttr(attr)]
+
+
 def ancestors(op: ir.Operation | ir.OpView) -> Iterator[ir.Operation]:
     """The ops `op` is nested in, innermost first."""
     parent = op.parent

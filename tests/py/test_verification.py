@@ -33,6 +33,7 @@ from ansor_mlir.tuning.verification import (
     inconclusive,
     judge,
     judged,
+    sign_test_p,
     summarize,
     whole_program_note,
 )
@@ -45,6 +46,13 @@ def test_judge_accepts_only_wins_beyond_the_noise():
     assert not judge([1.0] * 9, [1.5] * 9).accepted
     # One lucky round does not carry a candidate that lost the others.
     assert not judge([3.0, 1.0, 1.0, 1.0, 1.0], [1.0, 1.1, 1.1, 1.1, 1.1]).accepted
+    # A real 9% gain that a noisy host hides in 9 rounds of 30: the lower quartile is below 1, but 21 wins of
+    # 30 are beyond a tie's chance (a sign test); the same share of 15 rounds is not.
+    noisy = [1.09] * 21 + [0.95] * 9
+    check = judge(noisy, [1.0] * 30)
+    assert check.ratio_low < 1.0 and check.accepted
+    assert not judge(noisy[:10] + noisy[-5:], [1.0] * 15).accepted
+    assert sign_test_p(15, 15) == 0.5**15 and sign_test_p(0, 15) == 1.0
 
 
 def _record(target, task, sketch, candidate, median_s: float) -> Record:
