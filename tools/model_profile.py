@@ -121,7 +121,7 @@ def gaps(profile: ModelProfile, build) -> tuple[str, float]:
     return max(totals.items(), key=lambda item: item[1])
 
 
-def five_lines(profiles: list[ModelProfile]) -> list[str]:
+def five_lines(profiles: list[ModelProfile], rewrites: str = "") -> list[str]:
     """The report's summary: what, where, the result per model (its last build), the caveat, how to regenerate."""
     from ansor_bench.report import cpu_model
 
@@ -144,24 +144,25 @@ def five_lines(profiles: list[ModelProfile]) -> list[str]:
         f"- **Result:** {'; '.join(results)}.",
         f"- **Caveat:** a machine shared with other work, short repeats ({'/'.join(map(str, iterations))} profiled "
         f"calls, {'/'.join(map(str, rounds))} alternated rounds): rough times, compare ratios and shares.",
-        f"- **Regenerate:** `{regenerate(profiles)}`.",
+        f"- **Regenerate:** `{regenerate(profiles, rewrites)}`.",
     ]
 
 
-def regenerate(profiles: list[ModelProfile]) -> str:
+def regenerate(profiles: list[ModelProfile], rewrites: str = "") -> str:
     """The command that measures these profiles again (a tuned build's log named by its model)."""
     models = ",".join(dict.fromkeys(p.model for p in profiles))
     threads = ",".join(dict.fromkeys(str(p.threads) for p in profiles))
     logs = "".join(f" --log {p.model}=LOG" for p in profiles if p.iree[-1].label == "tuned")
-    return (f"python tools/model_profile.py --models {models} --threads {threads}{logs} "
+    with_rewrites = f" --rewrites {rewrites}" if rewrites else ""
+    return (f"python tools/model_profile.py --models {models} --threads {threads}{logs}{with_rewrites} "
             "--docs docs/reports/model_profile.md")
 
 
-def write_doc(path: Path, argv: list[str], profiles: list[ModelProfile], note: str) -> None:
+def write_doc(path: Path, argv: list[str], profiles: list[ModelProfile], note: str, rewrites: str = "") -> None:
     text = [
         "# Where a whole model's time goes, against onnxruntime",
         "",
-        *five_lines(profiles),
+        *five_lines(profiles, rewrites),
         "",
         f"{provenance('model_profile.py', argv, ROOT)}. The machine is shared with other work: the numbers "
         "are rough, compare the ratios and shares, not the times.",
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     done = read_profiles(results)
     profiles = [done[(model_name(m), t)] for t in threads for m in models if (model_name(m), t) in done]
     if args.docs:
-        write_doc(args.docs, sys.argv[1:] if argv is None else argv, profiles, args.note)
+        write_doc(args.docs, sys.argv[1:] if argv is None else argv, profiles, args.note, args.rewrites)
     return 0
 
 
