@@ -59,7 +59,12 @@ def test_batch1_conv_is_tuned_by_the_transform_family_and_applies(tmp_path, targ
     options = TuneOptions(trials=5, log=log, seed=2, policy="random", progress=False, batch_size=4)
     result = api.tune(CONV, target, options=options)
     records = read_records(log)
-    assert len(records) == 5
+    # IREE's default and 2 candidates searched; of those, the ones faster than the default as tasks (at most
+    # verify=2) checked in the whole program.
+    measured = [r for r in records if r.program is None]
+    default = next(r for r in measured if r.is_default)
+    faster = [r for r in measured if r.ok and not r.is_default and r.result.median_s < default.result.median_s]
+    assert len(measured) == 3 and len(records) == 3 + min(2, len(faster))
     assert all(r.family == "transform" for r in records if r.candidate.sketch_index)
     assert any(r.ok and r.candidate.sketch_index for r in records), [r.result.message for r in records]
     out = tmp_path / "tuned.vmfb"
