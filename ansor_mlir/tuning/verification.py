@@ -283,10 +283,11 @@ class ProgramVerifier:
             programs.keep(chosen)
             return others, won
 
-        order = sorted((r.task for r in results if work[r.task.key]),
-                       key=lambda t: -expected_saving(t, work[t.key], records, self.target))
+        saving = {r.task.key: expected_saving(r.task, work[r.task.key], records, self.target)
+                  for r in results if work[r.task.key]}
+        order = sorted((r.task for r in results if work[r.task.key]), key=lambda t: -saving[t.key])
         floor = TOGETHER_SHARE * estimated_program_s(results, records, self.target)
-        small = [t for t in order if expected_saving(t, work[t.key], records, self.target) < floor]
+        small = [t for t in order if saving[t.key] < floor]
         small = small if len(small) >= 2 else []
         alone = [t for t in order if t not in small]
         lost: dict[str, dict[str, Record]] = {}
@@ -314,12 +315,9 @@ class ProgramVerifier:
         timed against IREE's default build: each check judged one task against the others' choices, this the
         sum of them."""
         tuned = programs.build(chosen).result()
-        if not tuned.ok or tuned.program is None:
-            return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, f"the tuned program did not build: "
-                                f"{tuned.message}", len(chosen))
-        rounds, limit = self.rounds, None
-        if program_s is not None:
-            rounds, limit = compare_budget(program_s, 2, self.rounds)
+        if (failed := _unbuilt(tuned, "the tuned program", len(chosen))) is not None:
+            return failed
+        rounds, limit = self._budget(program_s, 2)
         compared = self._compare((default, tuned.program), inputs, rounds, limit)
         return replace(_verdict(compared, 1), others=len(chosen))
 
@@ -332,11 +330,9 @@ class ProgramVerifier:
         baseline = programs.build(chosen)
         tuned = programs.build({**chosen, **picks}).result()
         base = baseline.result()
-        verdict = _set_verdict(base, tuned, len(chosen))
+        verdict = _unbuilt(base, BASELINE, len(chosen)) or _unbuilt(tuned, TUNED, len(chosen))
         if verdict is None:
-            rounds, limit = self.rounds, None
-            if program_s is not None:
-                rounds, limit = compare_budget(program_s, 2, self.rounds)
+            rounds, limit = self._budget(program_s, 2)
             compared = (base.program, tuned.program)
             (verdict,) = judged(self._compare(compared, inputs, rounds, limit), 1,
                                 lambda _: self._compare(compared, inputs, rounds, limit))
@@ -356,20 +352,14 @@ class ProgramVerifier:
         baseline = programs.build(others)
         builds = [programs.build({**others, task.key: r}).result() for r in candidates]
         base = baseline.result()
-        if not base.ok or base.program is None:
-            failed = ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, "the program with the other tasks' choices "
-                                  f"did not build: {base.message}", len(others))
+        if (failed := _unbuilt(base, BASELINE, len(others))) is not None:
             return [replace(r, program=failed, timestamp=now()) for r in candidates]
         built = [(r, b.program) for r, b in zip(candidates, builds, strict=True) if b.ok and b.program]
-        checks = [replace(r, program=ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False,
-                                                  f"the program did not build: {b.message}", len(others)),
-                          timestamp=now())
+        checks = [replace(r, program=_unbuilt(b, TUNED, len(others)), timestamp=now())
                   for r, b in zip(candidates, builds, strict=True) if not (b.ok and b.program)]
         if built:
             compared = (base.program, *(p for _, p in built))
-            rounds, limit = self.rounds, None
-            if program_s is not None:
-                rounds, limit = compare_budget(program_s, len(compared), self.rounds)
+            rounds, limit = self._budget(program_s, len(compared))
 
             def again(indices: list[int]) -> CompareResult:
                 return self._compare((base.program, *(compared[i] for i in indices)), inputs, rounds, limit)
@@ -378,6 +368,11 @@ class ProgramVerifier:
             checks += [replace(record, program=replace(check, others=len(others)), timestamp=now())
                        for (record, _), check in zip(built, verdicts, strict=True)]
         return checks
+
+    def _budget(self, program_s: float | None, programs: int) -> tuple[int, float | None]:
+        """Rounds and a time limit for `programs` programs of about `program_s` each (`compare_budget`); unsized
+        when the default program could not be timed."""
+        return (self.rounds, None) if program_s is None else compare_budget(program_s, programs, self.rounds)
 
     def _compare(self, programs: tuple[BuiltProgram, ...], inputs: tuple[bytes, ...], rounds: int,
                  limit: float | None) -> CompareResult:
@@ -440,14 +435,15 @@ def _weighted(build: Future[BuildResult], with_weights: Callable[[BuiltProgram],
     return out
 
 
-def _set_verdict(base: BuildResult, tuned: BuildResult, others: int) -> ProgramCheck | None:
-    """The failed check of a pair of program builds where one did not build; None when both did."""
-    if not base.ok or base.program is None:
-        return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, "the program with the other tasks' choices did not "
-                            f"build: {base.message}", others)
-    if not tuned.ok or tuned.program is None:
-        return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, f"the program did not build: {tuned.message}", others)
-    return None
+BASELINE = "the program with the other tasks' choices"
+TUNED = "the program"
+
+
+def _unbuilt(build: BuildResult, what: str, others: int) -> ProgramCheck | None:
+    """The failed check of a program (`what` names it) that did not build; None when it built."""
+    if build.ok and build.program is not None:
+        return None
+    return ProgramCheck(0.0, 0.0, 0.0, 0.0, 0.0, 0, False, f"{what} did not build: {build.message}", others)
 
 
 @dataclass(frozen=True)
