@@ -66,9 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         cross = parse_cross(args.cross)
         host = detect_host()
         extractor = make_feature_extractor(args.extractor)
-        log_cpus = {log: "" for log in args.logs} if args.logs else training_log_cpus()
-        for directory in args.dataset:
-            log_cpus.update({log: "" for log in sorted(directory.glob("*.jsonl")) if log.name != TASKS_FILE})
+        log_cpus = {log.resolve(): "" for log in args.logs} if args.logs else {
+            log.resolve(): cpu for log, cpu in training_log_cpus().items()}
+        for directory in args.dataset:  # a log the manifest already lists keeps its entry (and counts once)
+            for log in sorted(directory.resolve().glob("*.jsonl")):
+                if log.name != TASKS_FILE:
+                    log_cpus.setdefault(log, "")
         samples = load_samples(log_cpus, host, extractor)
         if not samples:
             raise AnsorError("no record of the logs matches a task")

@@ -2,8 +2,9 @@
 
 With `--docs`, writes the report (docs/reports/networks.md):
 
-    python tools/network_report.py --docs docs/reports/networks.md               # all, 8 trials per task
+    python tools/network_report.py --docs docs/reports/networks.md               # ResNet-50, MobileNetV2, BERT
     python tools/network_report.py --models bert --threads 1 --trials-per-task 4  # one, quick
+    python tools/network_report.py --models resnet18 --rewrites channels-last+winograd --time-budget 20m
 
 Each model (examples/models) is exported to ONNX once; ansor-mlir imports that
 file and tunes it at each thread count with a total budget of
@@ -34,6 +35,7 @@ from ansor_bench.networks import NetworkResult, export, markdown, measure_networ
 from ansor_bench.report import provenance  # noqa: E402
 
 MODELS = {
+    "resnet18": "examples/models/resnet.py:resnet18",
     "resnet50": "examples/models/resnet.py:resnet50",
     "mobilenet_v2": "examples/models/mobilenet_v2.py:mobilenet_v2",
     "bert": "examples/models/bert.py:bert_layer",
@@ -89,11 +91,14 @@ def run_networks(args) -> list[NetworkResult]:
 
             source = api.load_model(onnx_path)
             target = api.resolve_target(parse_target("llvm-cpu", threads=threads))
-            tasks = sum(t.tunable for t in api.extract_tasks(source, target))
+            rewrites = {} if args.rewrites is None else {"rewrites": args.rewrites}
+            tasks = sum(t.tunable for t in api.extract_tasks(source, target, **rewrites))
             trials = args.trials_per_task * tasks
             print(f"{name} at {threads} thread(s): {tasks} tasks, {trials} trials", flush=True)
-            tune_s = tune_network(source, target, trials, log, args.seed)
-            result = measure_network(name, MODELS[name], onnx_path, source, target, log, tasks, trials, tune_s)
+            tune_s = tune_network(source, target, trials, log, args.seed, rewrites=args.rewrites,
+                                  time_budget=args.time_budget)
+            result = measure_network(name, MODELS[name], onnx_path, source, target, log, tasks, trials, tune_s,
+                                     rewrites=args.rewrites)
             print(json.dumps(result.to_json()), flush=True)
             with results_path.open("a") as out:
                 out.write(json.dumps(result.to_json()) + "\n")
@@ -164,10 +169,15 @@ def write_doc(path: Path, args, results: list[NetworkResult], unseen: str | None
 def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()  # before any contender allocates (`ansor_bench/heap.py`)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--models", default="resnet50,mobilenet_v2,bert",
+                        help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--trials-per-task", type=int, default=8, help="total budget per unique task (default 8)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rewrites", default=None,
+                        help="program rewrites for tuning and the tuned build, as ansor-compile's --rewrites "
+                             "(default: its default set)")
+    parser.add_argument("--time-budget", default=None, help="per model and thread count, as ansor-compile's (30m)")
     parser.add_argument("--work", type=Path, default=Path("build/networks"), help="logs, ONNX files, results")
     parser.add_argument("--unseen", action="store_true", help="also the unseen model through ansor-compile")
     parser.add_argument("--unseen-trials", type=int, default=48)
