@@ -14,8 +14,10 @@ This module derives that contraction from loop structure alone (indexing
 maps and iterator types), the way IREE 3.13's rewrite lays it out: the
 root's parallel loops in their order, then `K`; the input reads the parallel
 loops its windows and plain dims use, then `K`; the filter keeps its dims with
-its run of reduction dims collapsed into `K`. A test checks the derivation
-against IREE's rewrite.
+its run of reduction dims collapsed into `K`. Where the output's channels come
+before its pixels (NCHW), the filter is the left operand and the panel
+follows the output's dims with `K` in the channels' place (`[n, K, oh, ow]`).
+A test checks the derivation against IREE's rewrite.
 """
 
 from __future__ import annotations
@@ -87,7 +89,13 @@ def implicit_gemm_root(op: LinalgOpInfo) -> LinalgOpInfo | None:
     k = len(parallel)
     rank = k + 1
     source, filt, out = (op.indexing_maps[windowed], op.indexing_maps[1 - windowed], op.indexing_maps[2])
-    source_dims = [new[d] for d in parallel if d in source.dims()] + [k]
+    channel_first = _channel_first(source, filt, out)
+    if channel_first:  # the panel follows the output's dims, `K` where its output channels are
+        channels = (filt.dims() & out.dims()) - source.dims()
+        source_dims = list(dict.fromkeys(k if d in channels else new[d] for d in out.result_dims()
+                                         if d is not None and (d in channels or d in source.dims())))
+    else:
+        source_dims = [new[d] for d in parallel if d in source.dims()] + [k]
     filter_dims: list[int] = []
     for d in filt.result_dims():
         assert d is not None
@@ -96,12 +104,23 @@ def implicit_gemm_root(op: LinalgOpInfo) -> LinalgOpInfo | None:
         elif k not in filter_dims:
             filter_dims.append(k)
     maps = [AffineMap.projection(rank, source_dims), AffineMap.projection(rank, filter_dims)]
-    if windowed == 1:
+    if channel_first or windowed == 1:
         maps.reverse()
     out_map = AffineMap.projection(rank, [new[d] for d in out.result_dims() if d is not None])
     extents = (*(op.extents[d] for d in parallel), prod(op.extents[d] for d in reductions))
     return replace(op, name="linalg.generic", extents=extents, iterator_types=(*["parallel"] * k, "reduction"),
                    indexing_maps=(*maps, out_map), producers=(-1, -1, op.producers[2]))
+
+
+def _channel_first(source: AffineMap, filt: AffineMap, out: AffineMap) -> bool:
+    """Whether the output's channels come before its pixels (NCHW): IREE then makes the filter the GEMM's left
+    operand and lays the panel out as `[n, K, oh, ow]`, where NHWC gets the input's `[n, oh, ow, K]` first."""
+    dims = [d for d in out.result_dims() if d is not None]
+    channels = (filt.dims() & out.dims()) - source.dims()
+    pixels = {d for e in source.results if not e.is_dim() for d, _ in e.terms} & set(dims)
+    if not channels or not pixels:
+        return False
+    return min(dims.index(d) for d in channels) < min(dims.index(d) for d in pixels)
 
 
 def channel_run(op: LinalgOpInfo) -> int:

@@ -206,3 +206,52 @@ def test_row_tiles_cut_after_packing_in_an_unrolled_k_loop_count_a_panel_per_k_t
         [build_input(task, sketch, c, flow) for c in (candidate, whole)])
     assert not split.ok and f"Got {stack} bytes" in split.message, split.message
     assert kept.ok, f"{kept.error.value} {kept.message}"
+
+
+# A channels-first strided convolution (NCHW x FCHW, as a model runs with `rewrites=none`): IREE's rewrite makes
+# the filter the GEMM's left operand and the panel `[n, K, oh, ow]`. Derived as for NHWC, the packing sketch
+# asked for a pack of the filter operand, and every such candidate failed to build (`expected linalg.pack vs
+# tensor.extract_slice`: 209 compile errors in the dataset's network logs).
+NCHW_STRIDED = """
+func.func @nchw(%x: tensor<1x16x18x18xf32>, %w: tensor<32x16x3x3xf32>) -> tensor<1x32x8x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<1x32x8x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<1x32x8x8xf32>) -> tensor<1x32x8x8xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+    ins(%x, %w : tensor<1x16x18x18xf32>, tensor<32x16x3x3xf32>) outs(%init : tensor<1x32x8x8xf32>)
+    -> tensor<1x32x8x8xf32>
+  return %y : tensor<1x32x8x8xf32>
+}
+"""
+
+
+def nchw_reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
+    return np.einsum("nchwij,fcij->nfhw", windows, w).astype(np.float32)
+
+
+def test_channels_first_contraction_is_irees_and_its_candidates_build_and_match(target):
+    task = main_task(extract_tasks(NCHW_STRIDED, target, "nchw"))
+    root = task.root
+    conv = LinalgOpInfo(root.name, root.loop_extents, root.iterator_types, root.indexing_maps, 2, (-1, -1, 0),
+                        root.body_ops)
+    derived = implicit_gemm_root(conv)
+    assert derived is not None
+    rewritten = run_tool("iree-opt", ["--pass-pipeline=builtin.module(func.func(iree-codegen-convolution-to-igemm))",
+                                      "-"], stdin=task.func_text.encode())
+    assert rewritten.ok, rewritten.stderr.decode()
+    gemm = [op for op in generalized_ops(rewritten.stdout.decode()) if op and "reduction" in op["iterators"]][-1]
+    assert (derived.extents, derived.iterator_types, derived.indexing_maps) == (
+        gemm["extents"], gemm["iterators"], gemm["maps"])
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal((1, 16, 18, 18), dtype=np.float32),
+              rng.standard_normal((32, 16, 3, 3), dtype=np.float32)]
+    expected = nchw_reference(*inputs)
+    flow = compile_to_phase(NCHW_STRIDED, target.compile_flags(), "flow", "nchw")
+    sketches = [s for s in generate_sketches(task, target) if s.has(ImplicitGemm)]
+    assert sketches
+    items = [build_input(task, s, first_candidate(s, task, target), flow) for s in sketches]
+    for build in LocalBuilder(target, workers=1, timeout_s=120).build(items):
+        assert build.ok, f"{build.error.value} {build.message}"
+        (got,) = run_once(build.program.vmfb, "nchw", inputs)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
