@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ansor_mlir.core.schedule import Pad, tile_knobs
+from ansor_mlir.space.dag import output_dims
 from ansor_mlir.space.decisions import FUSION
 from ansor_mlir.space.resolved import Resolved, has_interior_unit_dim, input_tiles
 from ansor_mlir.steps.checks import CheckContext
@@ -57,9 +58,27 @@ class PaddedTilesSound:
         return padded_tiles_are_sound(ctx.resolved, ctx.lanes, ctx.limits.stack_bytes)
 
 
+@dataclass(frozen=True)
+class SlicedStoreRows:
+    """In a dispatch that stores into part of its output (a consumer's pad folded into the store,
+    `Task.stores_into_slice`), the padded register tile spans more than one row (the output's second-innermost
+    loop): padded `[., 1, 16]` tiles of a channels-first 1x1 convolution before a padded 3x3 one left the stored
+    interior unwritten (NaN, IREE 3.13: ResNet-50's, and `test_sliced_store.py`'s), where `[., 2, 16]` are right."""
+
+    def __call__(self, ctx: CheckContext) -> bool:
+        if not ctx.task.stores_into_slice:
+            return True
+        resolved = ctx.resolved
+        outputs = [d for d in output_dims(resolved.root) if d is not None]
+        if len(outputs) < 2:
+            return True
+        row = outputs[-2]
+        return resolved.register[row] > 1 or resolved.root.extents[row] == 1
+
+
 class PadKind(StepKind[Pad]):
     step = Pad
-    checks = (PaddedTilesSound(),)
+    checks = (PaddedTilesSound(), SlicedStoreRows())
     fill_fusable = False  # the fill's tiles are padded on their own
 
     def configure(self, step: Pad, resolved: Resolved, settings: Settings) -> Settings:

@@ -90,3 +90,62 @@ def test_a_candidate_of_every_transform_sketch_builds_and_matches_numpy(case, ta
         path.write_bytes(build.program.vmfb)
         fn, _ = load_function(path, "main")
         np.testing.assert_allclose(np.asarray(fn(x)), expected, rtol=2e-4, atol=2e-4, err_msg=what)
+
+
+
+# A channels-first 1x1 convolution and ReLU before a padded consumer (ResNet-50's, imported with
+# `rewrites=none`): its rows of 28 have poor divisors, so the padding sketch applies. Its padded `[1, 1, 16]`
+# register tiles left the stored interior unwritten (NaN: ResNet-50's wrong answers in the dataset's logs).
+NCHW_SLICED = """
+func.func @main(%x: tensor<1x32x28x28xf32>, %w: tensor<16x32x1x1xf32>) -> tensor<1x16x30x30xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x16x28x28xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x16x28x28xf32>) -> tensor<1x16x28x28xf32>
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>}
+    ins(%x, %w : tensor<1x32x28x28xf32>, tensor<16x32x1x1xf32>) outs(%f : tensor<1x16x28x28xf32>)
+    -> tensor<1x16x28x28xf32>
+  %relu = linalg.generic {indexing_maps = [affine_map<(a, b, c, d) -> (a, b, c, d)>,
+      affine_map<(a, b, c, d) -> (a, b, c, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+    ins(%r : tensor<1x16x28x28xf32>) outs(%e : tensor<1x16x28x28xf32>) {
+  ^bb0(%i: f32, %o: f32):
+    %m = arith.maximumf %i, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<1x16x28x28xf32>
+  %q = tensor.pad %relu low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %zero : f32
+  } : tensor<1x16x28x28xf32> to tensor<1x16x30x30xf32>
+  return %q : tensor<1x16x30x30xf32>
+}
+"""
+WRONG_TILES = {"cache_write": (1,), "consumer_fusion": (1,), "d0": (1, 1), "d1": (1, 1), "d2": (28, 16),
+               "d3": (1,), "lowering": (2,)}
+
+
+def test_padded_tiles_of_a_sliced_store_span_rows_and_match_numpy(target):
+    """The task module (as the tuner measures it): the known-wrong tile is rejected, and sampled padded
+    candidates build and compute what numpy does."""
+    from ansor_mlir.core.schedule import Pad
+    from ansor_mlir.measure.compare import run_once
+    from ansor_mlir.measure.inputs import make_inputs
+    from ansor_mlir.space.annotation import is_valid
+    from ansor_mlir.tuning.tuner import task_module
+
+    task = main_task(extract_tasks(NCHW_SLICED, target, "nchw_sliced"))
+    assert task.stores_into_slice
+    padded = next(s for s in generate_sketches(task, target) if s.has(Pad))
+    assert not is_valid(padded, WRONG_TILES, task, target)
+    assert is_valid(padded, {**WRONG_TILES, "d1": (2, 2)}, task, target)
+    rng = random.Random(5)
+    candidates = [c for c in (sample_candidate(padded, task, target, rng) for _ in range(4)) if c is not None]
+    assert candidates
+    flow = compile_to_phase(task_module(task), target.compile_flags(), "flow", task.name)
+    inputs = make_inputs(task, 0)
+    x, w = (a.reshape(shape) for a, shape in zip(inputs, ((32, 28, 28), (16, 32)), strict=True))
+    expected = np.pad(np.maximum(np.einsum("chw,fc->fhw", x, w), 0), ((0, 0), (1, 1), (1, 1)))
+    for candidate, build in zip(candidates, LocalBuilder(target, workers=2, timeout_s=120).build(
+            [build_input(task, padded, c, flow) for c in candidates]), strict=True):
+        assert build.ok, f"{dict(candidate.values)}: {build.error.value} {build.message}"
+        (got,) = run_once(build.program.vmfb, build.program.function, inputs)
+        np.testing.assert_allclose(np.asarray(got).reshape(expected.shape), expected, rtol=1e-4, atol=1e-4,
+                                   err_msg=str(dict(candidate.values)))
