@@ -66,11 +66,8 @@ def pinned(request) -> Target:
     return resolve_target(Target(cpu=request.param))
 
 
-@pytest.mark.parametrize("workload", [GRP, C2D_STRIDED, C1D_STRIDED, DIL], ids=lambda w: w[0])
-def test_derived_contraction_is_irees_rewrite(workload, target):
-    """The loops, iterators and maps derived from the convolution's indexing maps are those of the contraction
-    IREE's `convolution-to-igemm` makes of it."""
-    task = task_of(workload, target)
+def assert_derivation_is_irees(task: Task) -> None:
+    """The contraction derived from the task's root is the one IREE's `convolution-to-igemm` makes of it."""
     root = task.root
     conv = LinalgOpInfo(root.name, root.loop_extents, root.iterator_types, root.indexing_maps, 2, (-1, -1, 0),
                         root.body_ops)
@@ -82,6 +79,13 @@ def test_derived_contraction_is_irees_rewrite(workload, target):
     gemm = [op for op in generalized_ops(rewritten.stdout.decode()) if op and "reduction" in op["iterators"]][-1]
     assert (derived.extents, derived.iterator_types, derived.indexing_maps) == (
         gemm["extents"], gemm["iterators"], gemm["maps"])
+
+
+@pytest.mark.parametrize("workload", [GRP, C2D_STRIDED, C1D_STRIDED, DIL], ids=lambda w: w[0])
+def test_derived_contraction_is_irees_rewrite(workload, target):
+    """The loops, iterators and maps derived from the convolution's indexing maps are those of the contraction
+    IREE's `convolution-to-igemm` makes of it."""
+    assert_derivation_is_irees(task_of(workload, target))
 
 
 def test_rule_reads_loop_structure(target):
@@ -232,17 +236,7 @@ def nchw_reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def test_channels_first_contraction_is_irees_and_its_candidates_build_and_match(target):
     task = main_task(extract_tasks(NCHW_STRIDED, target, "nchw"))
-    root = task.root
-    conv = LinalgOpInfo(root.name, root.loop_extents, root.iterator_types, root.indexing_maps, 2, (-1, -1, 0),
-                        root.body_ops)
-    derived = implicit_gemm_root(conv)
-    assert derived is not None
-    rewritten = run_tool("iree-opt", ["--pass-pipeline=builtin.module(func.func(iree-codegen-convolution-to-igemm))",
-                                      "-"], stdin=task.func_text.encode())
-    assert rewritten.ok, rewritten.stderr.decode()
-    gemm = [op for op in generalized_ops(rewritten.stdout.decode()) if op and "reduction" in op["iterators"]][-1]
-    assert (derived.extents, derived.iterator_types, derived.indexing_maps) == (
-        gemm["extents"], gemm["iterators"], gemm["maps"])
+    assert_derivation_is_irees(task)
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal((1, 16, 18, 18), dtype=np.float32),
               rng.standard_normal((32, 16, 3, 3), dtype=np.float32)]
