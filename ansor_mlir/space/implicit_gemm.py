@@ -123,6 +123,14 @@ def _channel_first(source: AffineMap, filt: AffineMap, out: AffineMap) -> bool:
     return min(dims.index(d) for d in channels) < min(dims.index(d) for d in pixels)
 
 
+def channels_first(op: LinalgOpInfo) -> bool:
+    """Whether convolution `op`'s implicit GEMM is the channels-first one (filter first, `[n, K, oh, ow]`)."""
+    windowed = window_input(op)
+    if windowed is None:
+        return False
+    return _channel_first(op.indexing_maps[windowed], op.indexing_maps[1 - windowed], op.indexing_maps[2])
+
+
 def channel_run(op: LinalgOpInfo) -> int:
     """The input channels one kernel tap reads contiguously (the windowed input's innermost dim, a reduction
     loop): 1 when that dim is a window or the op is no implicit GEMM."""

@@ -434,8 +434,11 @@ class TransformImplicitGemmRule:
         if dag is None or micro_kernel.micro_kernel_loops(dag) is not None:
             return False
         gemm = implicit_gemm.implicit_gemm_dag(dag)
-        if gemm is None or (task.pads_input and gemm.packed_operands()):
-            return False  # a packed panel of a dispatch that pads its own input: IREE 3.13 crashes building it
+        if gemm is None or (task.pads_input and (gemm.packed_operands()
+                                                 or implicit_gemm.channels_first(dag.ops[dag.root]))):
+            # A packed panel, or a channels-first one, of a dispatch that pads its own input: IREE 3.13 crashes
+            # building it (a speech CNN's NCW 1-D convolutions after conv1d-pad-fusion).
+            return False
         scalar_gather = implicit_gemm.channel_run(dag.ops[dag.root]) < target.vector_lanes(task.root.element_bytes) // 2
         return not (scalar_gather and TransformWindowMicroKernelRule().applies(task, target))
 

@@ -49,8 +49,24 @@ def test_tuning_without_the_archive_says_what_to_give(program: Path, tmp_path: P
     assert "Traceback" not in err
 
 
+def log_with_a_faster_candidate(program: Path, log: Path) -> None:
+    """A tune's log in which one measured candidate is recorded at half its task's default time, so the next
+    tune's verification has a candidate to check in the whole program (which of the tiny CNN's microsecond tasks
+    a 16-trial search finds faster than IREE's default depends on the host: on an AVX-512 Xeon none)."""
+    assert cli.main([str(program), f"--ansor-tune=trials=16 verify=0 log={log} progress=0", "-o",
+                     str(log.with_suffix(".mlir"))]) == 0
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    default = {r["task"]: r["result"]["median_s"] for r in records
+               if "result" in r and r["sketch"].get("index") == 0 and r["result"]["error"] == "none"}
+    tuned = next(r for r in records if "result" in r and r["sketch"].get("index", 0) != 0
+                 and r["result"]["error"] == "none" and r["task"] in default)
+    tuned["result"]["median_s"] = default[tuned["task"]] / 2
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
 def test_the_whole_program_checks_run_with_the_weights(program: Path, tmp_path: Path, capsys):
     log, out = tmp_path / "l.jsonl", tmp_path / "t.mlir"
+    log_with_a_faster_candidate(program, log)
     assert cli.main([str(program), f"--ansor-tune=trials=16 verify=1 log={log} progress=0", "-o", str(out)]) == 0
     err = capsys.readouterr().err
     checks = [r["program"] for r in map(json.loads, log.read_text().splitlines()) if "program" in r]
