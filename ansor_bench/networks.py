@@ -18,6 +18,7 @@ import numpy as np
 from ansor_bench.timing import mismatch, time_alternately
 from ansor_mlir.core.target import Target
 from ansor_mlir.frontend.model_source import ModelSource
+from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES
 
 CONTENDERS = ("tuned", "iree_default", "onnxruntime", "pytorch")
 
@@ -58,19 +59,19 @@ def pytorch_reference(reference: str):
 
 
 def tune_network(source: ModelSource, target: Target, trials: int, log: Path, seed: int = 0, *,
-                 rewrites: str | None = None, time_budget: str | None = None) -> float:
-    """Tune the imported model with `trials` in all (resumes from `log`), after `rewrites` (None: the default
-    set), within `time_budget` where one is given; returns the seconds it took."""
+                 rewrites: str = DEFAULT_REWRITES, time_budget: str | None = None) -> float:
+    """Tune the imported model with `trials` in all (resumes from `log`), after `rewrites`, within
+    `time_budget` where one is given; returns the seconds it took."""
     from ansor_mlir import api
 
-    given = {k: v for k, v in (("rewrites", rewrites), ("time_budget", time_budget)) if v is not None}
     start = time.perf_counter()
-    api.tune(source, target, trials=trials, log=log, seed=seed, progress=False, **given)
+    api.tune(source, target, trials=trials, log=log, seed=seed, progress=False, rewrites=rewrites,
+             time_budget=time_budget)
     return time.perf_counter() - start
 
 
 def measure_network(name: str, reference: str, onnx_path: Path, source: ModelSource, target: Target, log: Path,
-                    tasks: int, trials: int, tune_s: float, rounds: int = 10, rewrites: str | None = None,
+                    tasks: int, trials: int, tune_s: float, rounds: int = 10, rewrites: str = DEFAULT_REWRITES,
                     ) -> NetworkResult:
     """Time the four contenders alternately at the target's threads; outputs checked against PyTorch eager.
 
@@ -83,7 +84,7 @@ def measure_network(name: str, reference: str, onnx_path: Path, source: ModelSou
     threads = target.threads
     module, inputs = pytorch_reference(reference)
     arrays = [x.numpy() for x in inputs]
-    tuned = ansor_mlir.compile(source, target, log, **({} if rewrites is None else {"rewrites": rewrites}))
+    tuned = ansor_mlir.compile(source, target, log, rewrites=rewrites)
     # IREE's default: the model as imported, built by IREE alone (no program rewrites of ours).
     default = ansor_mlir.compile(source, target, None, rewrites="none")
     options = ort.SessionOptions()

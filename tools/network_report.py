@@ -33,6 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 from ansor_bench.heap import keep_freed_memory  # noqa: E402
 from ansor_bench.networks import NetworkResult, export, markdown, measure_network, tune_network  # noqa: E402
 from ansor_bench.report import provenance  # noqa: E402
+from ansor_mlir.frontend.program_rewrites import DEFAULT_REWRITES  # noqa: E402
 
 MODELS = {
     "resnet18": "examples/models/resnet.py:resnet18",
@@ -91,8 +92,7 @@ def run_networks(args) -> list[NetworkResult]:
 
             source = api.load_model(onnx_path)
             target = api.resolve_target(parse_target("llvm-cpu", threads=threads))
-            rewrites = {} if args.rewrites is None else {"rewrites": args.rewrites}
-            tasks = sum(t.tunable for t in api.extract_tasks(source, target, **rewrites))
+            tasks = sum(t.tunable for t in api.extract_tasks(source, target, rewrites=args.rewrites))
             trials = args.trials_per_task * tasks
             print(f"{name} at {threads} thread(s): {tasks} tasks, {trials} trials", flush=True)
             tune_s = tune_network(source, target, trials, log, args.seed, rewrites=args.rewrites,
@@ -174,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--trials-per-task", type=int, default=8, help="total budget per unique task (default 8)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rewrites", default=None,
-                        help="program rewrites for tuning and the tuned build, as ansor-compile's --rewrites "
-                             "(default: its default set)")
+    parser.add_argument("--rewrites", default=DEFAULT_REWRITES,
+                        help=f"program rewrites for tuning and the tuned build, as ansor-compile's --rewrites "
+                             f"(default: {DEFAULT_REWRITES})")
     parser.add_argument("--time-budget", default=None, help="per model and thread count, as ansor-compile's (30m)")
     parser.add_argument("--work", type=Path, default=Path("build/networks"), help="logs, ONNX files, results")
     parser.add_argument("--unseen", action="store_true", help="also the unseen model through ansor-compile")

@@ -64,8 +64,7 @@ def window_input(op: LinalgOpInfo) -> int | None:
         every_reduction = {filt.result_dims()[i] for i in reductions} == {
             d for d, kind in enumerate(kinds) if kind == "reduction"}
         contiguous = reductions == list(range(reductions[0], reductions[-1] + 1)) if reductions else False
-        # A loop of the filter and output the windowed input does not read (output channels): the GEMM's `N`.
-        has_n = bool((filt.dims() & out.dims()) - source.dims())
+        has_n = bool(_output_channels(source, filt, out))
         if every_reduction and contiguous and has_n and all(kinds[d] == "parallel" for d in out.dims()):
             return windowed
     return None
@@ -91,7 +90,7 @@ def implicit_gemm_root(op: LinalgOpInfo) -> LinalgOpInfo | None:
     source, filt, out = (op.indexing_maps[windowed], op.indexing_maps[1 - windowed], op.indexing_maps[2])
     channel_first = _channel_first(source, filt, out)
     if channel_first:  # the panel follows the output's dims, `K` where its output channels are
-        channels = (filt.dims() & out.dims()) - source.dims()
+        channels = _output_channels(source, filt, out)
         source_dims = list(dict.fromkeys(k if d in channels else new[d] for d in out.result_dims()
                                          if d is not None and (d in channels or d in source.dims())))
     else:
@@ -112,11 +111,17 @@ def implicit_gemm_root(op: LinalgOpInfo) -> LinalgOpInfo | None:
                    indexing_maps=(*maps, out_map), producers=(-1, -1, op.producers[2]))
 
 
+def _output_channels(source: AffineMap, filt: AffineMap, out: AffineMap) -> set[int]:
+    """The loops of the filter and output that the windowed input does not read (output channels): the GEMM's
+    `N`."""
+    return (filt.dims() & out.dims()) - source.dims()
+
+
 def _channel_first(source: AffineMap, filt: AffineMap, out: AffineMap) -> bool:
     """Whether the output's channels come before its pixels (NCHW): IREE then makes the filter the GEMM's left
     operand and lays the panel out as `[n, K, oh, ow]`, where NHWC gets the input's `[n, oh, ow, K]` first."""
     dims = [d for d in out.result_dims() if d is not None]
-    channels = (filt.dims() & out.dims()) - source.dims()
+    channels = _output_channels(source, filt, out)
     pixels = {d for e in source.results if not e.is_dim() for d, _ in e.terms} & set(dims)
     if not channels or not pixels:
         return False
